@@ -1,0 +1,104 @@
+// RunStore: the durable record of every run, its steps and an append-only event log, in one
+// SQLite file (WAL, synchronous=FULL). The database is the truth; the run manager's memory is
+// a cache of it.
+//
+// Every mutation is one transaction that is committed (fsync'd) before the call returns, so a
+// caller commits its intent first and acts after. Not thread-safe: owned by the daemon's one
+// thread.
+#ifndef DEPLOYD_RUN_STORE_H_
+#define DEPLOYD_RUN_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deployd/states.h"
+#include "deployd/status.h"
+
+struct sqlite3;
+
+namespace deployd {
+
+struct StepRecord {
+  int index = 0;             // position in the run: main steps first, then on_failure steps
+  std::string id;
+  std::string phase = "main";  // "main" or "on_failure"
+  StepState state = StepState::kPending;
+  int attempts = 0;
+  std::int64_t started_at_ms = 0;   // first fire; 0 = never
+  std::int64_t finished_at_ms = 0;  // reached a terminal state; 0 = not yet
+  std::optional<int> exit_status;   // of the last attempt's action; 128+N when killed by signal N
+  std::optional<std::int64_t> pid;  // of the last attempt's action while it may be alive
+  std::string reason;    // one line: why the step is in its state ("exit status 3", …)
+  std::string evidence;  // JSON object text, "" when none
+};
+
+struct RunRecord {
+  std::string id;  // assigned by CreateRun: "<plan name>-<sequence>"
+  std::string plan_name;
+  std::string plan_file;  // as given to apply (for display)
+  std::string plan_text;  // the plan exactly as submitted
+  std::map<std::string, std::string> vars;  // --var overrides as submitted
+  RunState state = RunState::kPending;
+  std::int64_t created_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
+  std::string reason;    // why the run ended as it did
+  std::string evidence;  // JSON object text (e.g. the failed preflight), "" when none
+  std::vector<StepRecord> steps;  // ordered by index; empty when loaded without steps
+};
+
+struct EventRecord {
+  std::int64_t seq = 0;  // per run, 1, 2, 3, … without gaps
+  std::int64_t at_ms = 0;
+  std::string step_id;   // "" for run-level events
+  std::string kind;      // "run.created", "run.state", "step.state", "step.attempt", …
+  std::string state;     // the state entered, when kind ends in ".state"
+  std::string detail;    // free text for humans
+};
+
+// One state change: the run's new state and/or one step's full new record, and the event that
+// announces it. Committed as one transaction.
+struct Transition {
+  std::string run_id;
+  std::int64_t at_ms = 0;
+  std::optional<RunState> run_state;
+  std::optional<std::string> run_reason;
+  std::optional<std::string> run_evidence;
+  std::optional<std::int64_t> run_finished_at_ms;
+  std::optional<StepRecord> step;  // replaces the stored record with the same index
+  EventRecord event;               // seq is assigned by the store
+};
+
+class RunStore {
+ public:
+  // Opens or creates the database at `path`. An older schema is migrated; a newer one is
+  // refused; a damaged file is reported and left untouched (never recreated).
+  static Result<std::unique_ptr<RunStore>> Open(const std::string& path);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // Inserts the run and its steps and the "run.created" event. Assigns and returns run.id.
+  Result<std::string> CreateRun(RunRecord run);
+  Status Commit(const Transition& t);
+
+  Result<std::optional<RunRecord>> LoadRun(const std::string& id, bool with_steps = true);
+  // Newest first. `limit` 0 = all.
+  Result<std::vector<RunRecord>> ListRuns(bool with_steps, int limit = 0);
+  // Runs whose state is not terminal, oldest first, with their steps.
+  Result<std::vector<RunRecord>> UnfinishedRuns();
+  Result<std::vector<EventRecord>> Events(const std::string& run_id);
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  explicit RunStore(sqlite3* db);
+  sqlite3* db_;
+};
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_RUN_STORE_H_

@@ -1,0 +1,119 @@
+// The plan model: what a plan file (format v1, DESIGN.md §2) says once it has been parsed,
+// validated and had its ${variables} substituted. Every value here is final; nothing downstream
+// re-parses strings. Plain data, no behaviour; safe to copy between threads (there is one).
+#ifndef DEPLOYD_PLAN_H_
+#define DEPLOYD_PLAN_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deployd {
+
+using Duration = std::chrono::milliseconds;
+
+// Where a value came from in the plan file; 1-based. line == 0 means unknown.
+struct SourcePos {
+  int line = 0;
+  int column = 0;
+};
+
+// What to execute. A string in the plan runs through `/bin/sh -c`; a list is an argv and no
+// shell is involved.
+struct Command {
+  bool shell = false;
+  std::string script;             // when shell
+  std::vector<std::string> argv;  // when !shell; argv[0] is looked up on PATH if it has no '/'
+
+  // The argv actually executed: {"/bin/sh", "-c", script} or argv.
+  std::vector<std::string> Argv() const {
+    if (shell) return {"/bin/sh", "-c", script};
+    return argv;
+  }
+};
+
+enum class CheckKind { kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree };
+
+// A probe that passes or fails. The same kinds serve in preflight, verify and skip_if.
+// Only the fields of `kind` are meaningful.
+struct Check {
+  CheckKind kind = CheckKind::kRun;
+  SourcePos pos;
+
+  // run: exit status 0, and the output (stdout and stderr) matching these when given.
+  Command command;
+  std::string output_matches;    // ECMAScript regex searched in the output; empty = none
+  std::string version_at_least;  // the first version-like token of the output must be >= this
+  std::map<std::string, std::string> env;
+
+  // http
+  std::string url;                 // http://host[:port]/path
+  std::string method = "GET";      // GET or POST
+  std::string body;                // JSON text sent with POST (content-type application/json)
+  int status = 200;                // expected status code
+  std::string body_contains;       // substring the body must contain; empty = none
+
+  // tcp and port_free
+  std::string host;                // tcp: host to connect to; port_free: address to bind
+  int port = 0;
+
+  // file and disk_free: `path`; command: `name`
+  std::string path;
+  bool absent = false;             // file: pass when the path does not exist
+  std::optional<std::uint64_t> min_size;
+  std::string name;
+  std::uint64_t at_least = 0;      // disk_free: bytes available to unprivileged users
+
+  // Timing (DESIGN.md §1 "Verify"): wait `after`, then try every `every` until it passes or
+  // `within` has elapsed since the first try. Without `within` the check is tried once.
+  Duration after{0};
+  Duration every{std::chrono::seconds(1)};
+  std::optional<Duration> within;
+  Duration timeout{std::chrono::seconds(10)};  // bound on one attempt
+};
+
+struct FailPattern {
+  std::string pattern;  // ECMAScript regex; a leading "(?i)" makes it case-insensitive
+  SourcePos pos;
+};
+
+struct Watch {
+  std::vector<FailPattern> fail_on;
+};
+
+struct Step {
+  std::string id;  // unique in the plan, [a-z0-9_-]+
+  SourcePos pos;
+
+  Command run;
+  bool background = false;  // start detached; verify while it runs; it outlives the step
+  std::map<std::string, std::string> env;  // added to the daemon's environment
+  std::string cwd;                         // empty = the daemon's working directory
+  std::optional<Duration> timeout;         // foreground only: SIGTERM the group, then SIGKILL
+  Duration grace{std::chrono::seconds(10)};  // SIGTERM → SIGKILL
+  int retries = 0;                            // extra attempts after the first
+  Duration retry_delay{std::chrono::seconds(1)};  // doubled after each failed attempt
+  std::vector<Check> verify;
+  std::vector<Check> skip_if;
+  Watch watch;
+  bool idempotent = false;  // safe to fire again after an interruption
+
+  int max_attempts() const { return retries + 1; }
+};
+
+struct Plan {
+  int version = 1;
+  std::string name;
+  std::string description;
+  std::map<std::string, std::string> vars;  // final values, after --var overrides
+  std::vector<Check> preflight;
+  std::vector<Step> steps;
+  std::vector<Step> on_failure;
+};
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_PLAN_H_
