@@ -38,7 +38,7 @@ StepTransition Interrupted() {
 
 }  // namespace
 
-StepTransition Transition(StepState state, const StepFacts& f, StepEvent event) {
+StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
   switch (event) {
     case StepEvent::kStart:
       if (state != S::kPending) break;
@@ -93,7 +93,7 @@ StepTransition Transition(StepState state, const StepFacts& f, StepEvent event) 
         break;
       return To(S::kSkipped);
     case StepEvent::kOperatorRetry:
-      if (state != S::kFailed && state != S::kCancelled) break;
+      if (!IsTerminal(state)) break;
       return To(S::kPending, {E::kResetAttempts});
   }
   return StepTransition{};

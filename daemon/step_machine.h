@@ -1,6 +1,6 @@
 // StepMachine: the pure state machine of one step (DESIGN.md §1 "Fire and verify").
 //
-// Transition(state, facts, event) → the next state and the effects the run manager must carry
+// NextState(state, facts, event) → the next state and the effects the run manager must carry
 // out, in order. No I/O, no clock, no randomness: every (state × event) pair is covered by a
 // table test. A pair that makes no sense (a stale event from an earlier attempt, a verify result
 // for a step that is not verifying) is `valid == false` and changes nothing.
@@ -38,7 +38,7 @@ enum class StepEvent {
   kCancel,           // the run is being cancelled
   kRecover,          // the daemon restarted while the step was running or verifying
   kOperatorSkip,     // deployctl skip
-  kOperatorRetry,    // deployctl retry
+  kOperatorRetry,    // deployctl retry (a finished step starts afresh)
 };
 inline constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kStart,         StepEvent::kSkipMatched,     StepEvent::kSkipNotMatched,
@@ -65,7 +65,7 @@ struct StepTransition {
   bool interrupted = false;
 };
 
-StepTransition Transition(StepState state, const StepFacts& facts, StepEvent event);
+StepTransition NextState(StepState state, const StepFacts& facts, StepEvent event);
 
 std::string_view ToString(StepEvent event);
 std::string_view ToString(StepEffect effect);
