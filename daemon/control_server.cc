@@ -87,9 +87,11 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
         !server_.Authorized(cred.uid, cred.gid)) {
       spdlog::warn("refused a connection from uid {} (pid {}): not authorized", cred.uid,
                    cred.pid);
-      co_await Send(Error("permission denied: uid " + std::to_string(cred.uid) +
-                          " may not control deployd (allowed: root, uid " +
-                          std::to_string(::getuid()) + " and the configured group)"));
+      json::object refusal = Error("permission denied: uid " + std::to_string(cred.uid) +
+                                   " may not control deployd (allowed: root, uid " +
+                                   std::to_string(::getuid()) + " and the configured group)");
+      refusal["code"] = "unauthorized";
+      co_await Send(refusal);
       Close();
       co_return;
     }

@@ -96,12 +96,20 @@ class Client {
     }
   }
 
-  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2.
+  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
+  // this user may not talk to deployd at all).
   json::object Call(json::object request) {
     Send(std::move(request));
     json::object answer = Receive();
-    if (!answer["ok"].as_bool()) Die(kExitUsage, std::string(answer["error"].as_string()));
+    if (!answer["ok"].as_bool()) Refused(answer);
     return answer;
+  }
+
+  [[noreturn]] static void Refused(const json::object& answer) {
+    const json::value* code = answer.if_contains("code");
+    const json::value* error = answer.if_contains("error");
+    Die(code && *code == "unauthorized" ? kExitUnreachable : kExitUsage,
+        error && error->is_string() ? std::string(error->as_string()) : "deployd refused");
   }
 
  private:
@@ -203,7 +211,7 @@ int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
   std::int64_t origin = 0;
   for (;;) {
     json::object line = client.Receive();
-    if (line.contains("ok") && !line["ok"].as_bool()) Die(kExitUsage, Str(line, "error"));
+    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
     std::string type = Str(line, "type");
     if (type == "snapshot") {
       origin = Int(line["run"].as_object(), "created_at_ms");
@@ -329,7 +337,7 @@ int main(int argc, char** argv) {
       if (!answer["ok"].as_bool()) {
         if (const json::value* d = answer.if_contains("diagnostics"))
           for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
-        Die(kExitUsage, Str(answer, "error"));
+        Client::Refused(answer);
       }
       std::string id = Str(answer, "run");
       std::cout << id << std::endl;
