@@ -31,7 +31,7 @@ DEPLOYCTL_BIN = os.environ.get("DEPLOYCTL_BIN") or os.path.join(SOURCE_DIR, "bui
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0
 RUN_TIMEOUT = 60.0
-CTL_TIMEOUT = 120.0
+CTL_TIMEOUT = 60.0
 
 # Every process started by a test's daemon inherits this variable (with a value unique to the
 # test), so that the cleanup finds and kills what a step left behind, whatever its command line.
@@ -345,9 +345,15 @@ class Daemon:
         full_env["DEPLOYD_SOCKET"] = self.socket
         if env:
             full_env.update(env)
-        cp = subprocess.run(list(argv_prefix) + [DEPLOYCTL_BIN] + [str(a) for a in args],
-                            env=full_env, capture_output=True, text=True, timeout=timeout,
-                            stdin=subprocess.DEVNULL)
+        try:
+            cp = subprocess.run(list(argv_prefix) + [DEPLOYCTL_BIN] + [str(a) for a in args],
+                                env=full_env, capture_output=True, text=True, timeout=timeout,
+                                stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+            raise AssertionError("deployctl %s did not finish within %.0fs\n--- stdout\n%s"
+                                 "--- deployd log\n%s" % (" ".join(map(str, args)), timeout,
+                                                          out or "", self.log()[-4000:]))
         if check is not None and cp.returncode != check:
             raise AssertionError(
                 "deployctl %s: exit status %d, expected %d\n--- stdout\n%s--- stderr\n%s"
@@ -457,7 +463,7 @@ class DaemonTestCase(unittest.TestCase):
     maxDiff = None
 
     def setUp(self):
-        for binary in (DEPLOYD_BIN, DEPLOYCTL_BIN):
+        for binary in (DEPLOYD_BIN, DEPLOYCTL_BIN) if self.start_daemon else (DEPLOYCTL_BIN,):
             if not os.access(binary, os.X_OK):
                 self.fail("binary not found or not executable: %s (set DEPLOYD_BIN/DEPLOYCTL_BIN)"
                           % binary)

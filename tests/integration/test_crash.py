@@ -53,7 +53,7 @@ on_failure:
         self.assertEqual(read(plan.file("fired")), "fired\n")
         self.assertEqual(self.d.step(run, "prepare", status)["state"], "succeeded")
         self.assertEqual(self.d.step(run, "after", status)["state"], "pending")
-        self.assertEqual(self.d.step(run, "report", status)["state"], "succeeded")
+        self.assertEqual(self.d.step(run, "report", status)["state"], "succeeded", status)
         self.assertTrue(os.path.exists(plan.file("report-ran")), "on_failure did not run")
         self.assertFalse(os.path.exists(plan.file("after-ran")))
         self.assertEqual(status["reason"], "step migrate failed: " + migrate["reason"])
