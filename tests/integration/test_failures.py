@@ -2,6 +2,7 @@
 kill a whole process group, a fail_on output line, retries with backoff, and cancel."""
 
 import os
+import time
 import unittest
 
 from harness import DaemonTestCase, pids_with_marker, unique_marker, wait_no_marker, wait_until
@@ -232,6 +233,35 @@ on_failure:
         self.assertEqual(again.stdout, "")
         self.assertEqual(again.stderr,
                          "deployctl: error: run %s has already finished (cancelled)\n" % run)
+        self.assert_events_consistent(run, status)
+
+    def test_cancel_while_verifying_stops_the_probes(self):
+        server = self.http_server()
+        server.set("/health", 503, "not yet\n")
+        plan = self.d.write_plan("cancel-verify.yaml", """\
+version: 1
+name: cancel-verify
+vars:
+  port: "0"
+steps:
+  - id: launch
+    run: 'true'
+    verify:
+      - http: {url: "http://127.0.0.1:${port}/health"}
+        every: 100ms
+        within: 5m
+""")
+        run, _ = self.d.apply(plan, "--var", "port=%d" % server.port, wait=False, check=0)
+        self.d.wait_step(run, "launch", ("verifying",))
+        wait_until(lambda: server.hits.get("/health", 0) >= 2, message="the verify probes")
+        self.d.ctl("cancel", run, check=0)
+        status = self.d.wait_run(run)
+        self.assertEqual(status["state"], "cancelled")
+        self.assertEqual(self.d.step(run, "launch", status)["state"], "cancelled")
+        # No probe is made after the cancel has been answered (one may have been in flight).
+        hits = server.hits.get("/health", 0)
+        time.sleep(0.5)
+        self.assertLessEqual(server.hits.get("/health", 0), hits + 1)
         self.assert_events_consistent(run, status)
 
     def test_cancel_of_unknown_run(self):
