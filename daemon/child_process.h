@@ -75,6 +75,7 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
 
  private:
   ChildProcess() = default;
+  static void ReadOutput(std::shared_ptr<ChildProcess> self);
   pid_t pid_ = 0;
   bool exited_ = false;
   std::unique_ptr<Impl> impl_;

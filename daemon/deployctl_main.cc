@@ -1,1 +1,406 @@
-int main() { return 0; }
+// deployctl: the command-line client of deployd (DESIGN.md §3). `validate` works offline;
+// every other verb talks to the daemon over its Unix socket, one JSON line each way.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "daemon_config.h"
+#include "deployd/protocol.h"
+#include "deployd/states.h"
+#include "plan_parser.h"
+
+using namespace deployd;
+namespace json = boost::json;
+
+namespace {
+
+// A failure that ends deployctl with a message and an exit code.
+struct Exit {
+  int code;
+  std::string message;
+};
+
+[[noreturn]] void Die(int code, const std::string& message) { throw Exit{code, message}; }
+
+std::string ReadPlan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Die(kExitUsage, "cannot read plan " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pairs) {
+  std::map<std::string, std::string> vars;
+  for (const auto& p : pairs) {
+    auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0)
+      Die(kExitUsage, "--var expects NAME=VALUE, got '" + p + "'");
+    vars[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return vars;
+}
+
+// One connection to the daemon. Lines in, lines out.
+class Client {
+ public:
+  explicit Client(const std::string& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) Die(kExitUsage, "socket path too long: " + path);
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
+      Die(kExitUnreachable, "cannot reach deployd at " + path + ": " + std::strerror(errno) +
+                                " (is it running? start it with `deployd` or `systemctl start "
+                                "deployd`; --socket or DEPLOYD_SOCKET choose another socket)");
+  }
+  ~Client() { ::close(fd_); }
+
+  void Send(json::object request) {
+    request["v"] = kProtocolVersion;
+    std::string line = json::serialize(request) + "\n";
+    for (size_t off = 0; off < line.size();) {
+      ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  json::object Receive() {
+    for (;;) {
+      auto nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        boost::system::error_code ec;
+        json::value v = json::parse(line, ec);
+        if (ec || !v.is_object()) Die(kExitUnreachable, "deployd sent an unreadable answer");
+        return v.as_object();
+      }
+      char chunk[65536];
+      ssize_t n = ::read(fd_, chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) Die(kExitUnreachable, "deployd closed the connection");
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
+  // this user may not talk to deployd at all).
+  json::object Call(json::object request) {
+    Send(std::move(request));
+    json::object answer = Receive();
+    if (!answer["ok"].as_bool()) Refused(answer);
+    return answer;
+  }
+
+  [[noreturn]] static void Refused(const json::object& answer) {
+    const json::value* code = answer.if_contains("code");
+    const json::value* error = answer.if_contains("error");
+    Die(code && *code == "unauthorized" ? kExitUnreachable : kExitUsage,
+        error && error->is_string() ? std::string(error->as_string()) : "deployd refused");
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+std::string Str(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : "";
+}
+
+std::int64_t Int(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_int64() ? v->as_int64() : 0;
+}
+
+std::string Seconds(std::int64_t ms) {
+  char buf[32];
+  if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(ms / 60'000),
+                  static_cast<long long>(ms / 1000 % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(ms / 3'600'000),
+                  static_cast<long long>(ms / 60'000 % 60));
+  }
+  return buf;
+}
+
+std::string Clock(std::int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+int ExitFor(const json::object& run) {
+  std::string state = Str(run, "state");
+  return state == "succeeded" ? kExitOk : kExitRunFailed;
+}
+
+void PrintFailureEvidence(const json::object& run) {
+  const json::value* steps = run.if_contains("steps");
+  if (!steps || !steps->is_array()) return;
+  for (const auto& sv : steps->as_array()) {
+    const json::object& s = sv.as_object();
+    if (Str(s, "state") != "failed") continue;
+    std::cout << "  step " << Str(s, "id") << ": " << Str(s, "reason") << "\n";
+    const json::value* ev = s.if_contains("evidence");
+    if (!ev || !ev->is_object()) continue;
+    const json::object& e = ev->as_object();
+    for (const char* key : {"status_code", "body_excerpt", "error", "exit_status"}) {
+      const json::value* v = e.if_contains(key);
+      if (!v) continue;
+      std::cout << "    " << key << ": "
+                << (v->is_string() ? std::string(v->as_string()) : json::serialize(*v)) << "\n";
+    }
+    if (const json::value* tail = e.if_contains("output_tail"); tail && tail->is_array()) {
+      std::cout << "    output (last lines):\n";
+      for (const auto& l : tail->as_array())
+        std::cout << "      " << (l.is_string() ? std::string(l.as_string()) : "") << "\n";
+    }
+  }
+}
+
+void PrintRun(const json::object& run) {
+  std::int64_t created = Int(run, "created_at_ms");
+  std::int64_t finished = Int(run, "finished_at_ms");
+  std::cout << "run:     " << Str(run, "id") << " (plan " << Str(run, "plan") << ", from "
+            << Str(run, "plan_file") << ")\n";
+  std::cout << "state:   " << Str(run, "state");
+  if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
+  std::cout << "\ncreated: " << Clock(created);
+  if (finished) std::cout << ", took " << Seconds(finished - created);
+  std::cout << "\n\n";
+  std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
+  std::fflush(stdout);
+  for (const auto& sv : run.at("steps").as_array()) {
+    const json::object& s = sv.as_object();
+    std::int64_t start = Int(s, "started_at_ms");
+    std::int64_t end = Int(s, "finished_at_ms");
+    std::string time = start ? Seconds((end ? end : start) - start) : "-";
+    std::string detail = Str(s, "reason");
+    if (Str(s, "phase") == "on_failure") detail = "(on_failure) " + detail;
+    std::printf("%-24s %-10s %-8lld %-8s %s\n", Str(s, "id").c_str(), Str(s, "state").c_str(),
+                static_cast<long long>(Int(s, "attempts")), time.c_str(), detail.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Prints a run's transitions as they are committed until it ends; returns the exit code.
+int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
+  client.Send({{"op", "follow"}, {"run", run_id}});
+  std::int64_t origin = 0;
+  for (;;) {
+    json::object line = client.Receive();
+    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+    std::string type = Str(line, "type");
+    if (type == "snapshot") {
+      origin = Int(line["run"].as_object(), "created_at_ms");
+      if (!quiet_snapshot) std::cout << "following run " << run_id << "\n";
+    } else if (type == "event") {
+      std::int64_t at = Int(line, "at_ms");
+      std::string step = Str(line, "step");
+      std::string what = step.empty() ? "run" : step;
+      std::string state = Str(line, "state");
+      std::string detail = Str(line, "detail");
+      if (Str(line, "kind") == "run.preflight") state = "preflight";
+      std::printf("[%8s] %-24s %-10s %s\n", Seconds(at - origin).c_str(), what.c_str(),
+                  state.c_str(), detail.c_str());
+      std::fflush(stdout);
+    } else if (type == "end") {
+      const json::object& run = line["run"].as_object();
+      std::int64_t took = Int(run, "finished_at_ms") - Int(run, "created_at_ms");
+      std::cout << "run " << run_id << " " << Str(run, "state") << " after " << Seconds(took);
+      if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
+      std::cout << "\n";
+      if (Str(run, "state") == "failed") PrintFailureEvidence(run);
+      return ExitFor(run);
+    }
+  }
+}
+
+int Validate(const std::vector<std::string>& plans, const std::vector<std::string>& var_args) {
+  auto vars = ParseVars(var_args);
+  bool bad = false;
+  for (const auto& path : plans) {
+    ParseResult r = ParsePlan(ReadPlan(path), path, vars);
+    for (const auto& d : r.errors) std::cerr << d.Format() << "\n";
+    if (r.plan) {
+      std::cout << path << ": ok (plan " << r.plan->name << ", " << r.plan->steps.size()
+                << " steps)\n";
+    } else {
+      bad = true;
+    }
+  }
+  return bad ? kExitUsage : kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"deployctl: control deployd, the deployment daemon"};
+  app.require_subcommand(1);
+  std::string socket_path;
+  app.add_option("--socket", socket_path, "deployd's socket (default: $DEPLOYD_SOCKET, else " +
+                                              DefaultSocketPath() + ")");
+  app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
+
+  std::vector<std::string> plans;
+  std::vector<std::string> var_args;
+  std::string run_id;
+  std::string step_id;
+  bool json_out = false;
+  bool wait = false;
+
+  auto* validate = app.add_subcommand("validate", "check plans without running them (offline)");
+  validate->add_option("plan", plans, "plan files")->required();
+  validate->add_option("--var", var_args, "NAME=VALUE override");
+
+  auto* apply = app.add_subcommand("apply", "start a run of a plan; prints the run id first");
+  apply->add_option("plan", plans, "plan file")->required()->expected(1);
+  apply->add_option("--var", var_args, "NAME=VALUE override");
+  apply->add_flag("--wait", wait, "show progress until the run ends; exit 1 if it fails");
+
+  auto* runs = app.add_subcommand("runs", "list runs, newest first");
+  runs->add_flag("--json", json_out, "print a JSON array");
+
+  auto* status = app.add_subcommand("status", "show a run and its steps");
+  status->add_option("run", run_id)->required();
+  status->add_flag("--json", json_out, "print one JSON object");
+
+  auto* logs = app.add_subcommand("logs", "print the output of a run's steps");
+  logs->add_option("run", run_id)->required();
+  logs->add_option("step", step_id);
+  logs->add_flag("--json", json_out, "print JSON");
+
+  auto* cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
+  cancel->add_option("run", run_id)->required();
+
+  auto* retry = app.add_subcommand("retry", "run a failed or cancelled run again from a step");
+  retry->add_option("run", run_id)->required();
+  retry->add_option("step", step_id, "default: the step that failed");
+  retry->add_flag("--wait", wait, "show progress until the run ends");
+
+  auto* skip = app.add_subcommand("skip", "mark a step skipped and let its run go on");
+  skip->add_option("run", run_id)->required();
+  skip->add_option("step", step_id)->required();
+  skip->add_flag("--wait", wait, "show progress until the run ends");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  if (socket_path.empty()) {
+    const char* env = std::getenv("DEPLOYD_SOCKET");
+    socket_path = env && *env ? env : DefaultSocketPath();
+  }
+
+  try {
+    if (*validate) return Validate(plans, var_args);
+    if (*apply) {
+      auto vars = ParseVars(var_args);
+      std::string text = ReadPlan(plans[0]);
+      // Bad plans are refused here, before the daemon is involved.
+      ParseResult parsed = ParsePlan(text, plans[0], vars);
+      if (!parsed.plan) {
+        for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
+        return kExitUsage;
+      }
+      Client client(socket_path);
+      json::object vars_json;
+      for (const auto& [k, v] : vars) vars_json[k] = v;
+      client.Send({{"op", "apply"}, {"plan_text", text}, {"plan_file", plans[0]},
+                   {"vars", vars_json}});
+      json::object answer = client.Receive();
+      if (!answer["ok"].as_bool()) {
+        if (const json::value* d = answer.if_contains("diagnostics"))
+          for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
+        Client::Refused(answer);
+      }
+      std::string id = Str(answer, "run");
+      std::cout << id << std::endl;
+      return wait ? Follow(client, id, true) : kExitOk;
+    }
+    Client client(socket_path);
+    if (*runs) {
+      json::object answer = client.Call({{"op", "runs"}});
+      if (json_out) {
+        std::cout << json::serialize(answer["runs"]) << "\n";
+        return kExitOk;
+      }
+      std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
+      for (const auto& rv : answer["runs"].as_array()) {
+        const json::object& r = rv.as_object();
+        std::printf("%-28s %-20s %-10s %-20s %s\n", Str(r, "id").c_str(), Str(r, "plan").c_str(),
+                    Str(r, "state").c_str(), Clock(Int(r, "created_at_ms")).c_str(),
+                    Str(r, "reason").c_str());
+      }
+      return kExitOk;
+    }
+    if (*status) {
+      json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
+      const json::object& run = answer["run"].as_object();
+      if (json_out) {
+        std::cout << json::serialize(run) << "\n";
+      } else {
+        PrintRun(run);
+      }
+      std::string state = Str(run, "state");
+      return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+    }
+    if (*logs) {
+      json::object request{{"op", "logs"}, {"run", run_id}};
+      if (!step_id.empty()) request["step"] = step_id;
+      json::object answer = client.Call(request);
+      if (json_out) {
+        std::cout << json::serialize(answer["logs"]) << "\n";
+        return kExitOk;
+      }
+      const auto& entries = answer["logs"].as_array();
+      for (const auto& ev : entries) {
+        const json::object& e = ev.as_object();
+        if (step_id.empty()) std::cout << "==> " << Str(e, "step") << " <==\n";
+        std::cout << Str(e, "text");
+      }
+      return kExitOk;
+    }
+    if (*cancel) {
+      client.Call({{"op", "cancel"}, {"run", run_id}});
+      std::cout << "run " << run_id << " cancelled\n";
+      return kExitOk;
+    }
+    if (*retry || *skip) {
+      json::object request{{"op", *retry ? "retry" : "skip"}, {"run", run_id}};
+      if (!step_id.empty()) request["step"] = step_id;
+      client.Call(request);
+      std::cout << "run " << run_id << " resumed\n";
+      return wait ? Follow(client, run_id, true) : kExitOk;
+    }
+  } catch (const Exit& e) {
+    std::cerr << "deployctl: error: " << e.message << "\n";
+    return e.code;
+  }
+  return kExitUsage;
+}

@@ -13,12 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deployd/states.h"
 #include "deployd/status.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace deployd {
 
@@ -63,19 +65,22 @@ struct EventRecord {
 // announces it. Committed as one transaction.
 struct Transition {
   std::string run_id;
-  std::int64_t at_ms = 0;
+  std::int64_t at_ms = 0;  // stored as the event's at_ms; event.at_ms is used only when this is 0
   std::optional<RunState> run_state;
   std::optional<std::string> run_reason;
   std::optional<std::string> run_evidence;
   std::optional<std::int64_t> run_finished_at_ms;
-  std::optional<StepRecord> step;  // replaces the stored record with the same index
+  // Replaces the stored record with the same index, whose id must be step->id.
+  std::optional<StepRecord> step;
   EventRecord event;               // seq is assigned by the store
 };
 
 class RunStore {
  public:
   // Opens or creates the database at `path`. An older schema is migrated; a newer one is
-  // refused; a damaged file is reported and left untouched (never recreated).
+  // refused; a damaged file is reported and left untouched (never recreated). A file of zero
+  // bytes counts as a new database: SQLite creates the file empty before it writes the schema,
+  // so that is what a crash during the very first open leaves behind.
   static Result<std::unique_ptr<RunStore>> Open(const std::string& path);
   ~RunStore();
   RunStore(const RunStore&) = delete;
@@ -83,6 +88,8 @@ class RunStore {
 
   // Inserts the run and its steps and the "run.created" event. Assigns and returns run.id.
   Result<std::string> CreateRun(RunRecord run);
+  // Applies `t` and appends its event with the run's next seq, all or nothing. Fails, changing
+  // nothing, when the run or the step does not exist.
   Status Commit(const Transition& t);
 
   Result<std::optional<RunRecord>> LoadRun(const std::string& id, bool with_steps = true);
@@ -90,13 +97,28 @@ class RunStore {
   Result<std::vector<RunRecord>> ListRuns(bool with_steps, int limit = 0);
   // Runs whose state is not terminal, oldest first, with their steps.
   Result<std::vector<RunRecord>> UnfinishedRuns();
+  // Ordered by seq; empty when there is no such run (every run has at least "run.created").
   Result<std::vector<EventRecord>> Events(const std::string& run_id);
+
+  // For diagnostics and tests: the value of `PRAGMA <name>` ([a-z_]+) on this store's own
+  // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
+  Result<std::string> ReadPragma(std::string_view name);
 
   static constexpr int kSchemaVersion = 1;
 
  private:
-  explicit RunStore(sqlite3* db);
+  struct Statements;  // the prepared statements, cached for the connection's life
+
+  RunStore(std::string path, sqlite3* db, std::unique_ptr<Statements> statements);
+  static Result<std::unique_ptr<RunStore>> OpenFile(const std::string& path);
+  Result<std::string> DoCreateRun(RunRecord& run);
+  Status DoCommit(const Transition& t);
+  Result<std::vector<RunRecord>> DoListRuns(sqlite3_stmt* query, std::int64_t limit,
+                                            bool with_steps);
+
+  std::string path_;
   sqlite3* db_;
+  std::unique_ptr<Statements> stmts_;
 };
 
 }  // namespace deployd

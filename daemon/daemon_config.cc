@@ -1,0 +1,93 @@
+#include "daemon_config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace deployd {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string LineOf(const std::string& text, int line) {
+  std::istringstream in(text);
+  std::string l;
+  for (int i = 1; std::getline(in, l); ++i)
+    if (i == line) return l;
+  return "";
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  if (::geteuid() == 0) return "/run/deployd/deployd.sock";
+  if (std::string run = Env("XDG_RUNTIME_DIR"); !run.empty()) return run + "/deployd/deployd.sock";
+  return "/tmp/deployd-" + std::to_string(::geteuid()) + "/deployd.sock";
+}
+
+std::string DefaultStateDir() {
+  if (::geteuid() == 0) return "/var/lib/deployd";
+  if (std::string state = Env("XDG_STATE_HOME"); !state.empty()) return state + "/deployd";
+  return Env("HOME") + "/.local/state/deployd";
+}
+
+void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
+                      std::vector<Diagnostic>& errors) {
+  std::ifstream in(path);
+  if (!in) {
+    errors.push_back({path, 0, 0, "cannot read the configuration file", ""});
+    return;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  auto error = [&](const YAML::Mark& mark, const std::string& message) {
+    int line = mark.is_null() ? 0 : mark.line + 1;
+    int column = mark.is_null() ? 0 : mark.column + 1;
+    errors.push_back({path, line, column, message, line ? LineOf(text, line) : ""});
+  };
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    error(e.mark, e.msg);
+    return;
+  }
+  if (root.IsNull()) return;  // an empty file keeps every default
+  if (!root.IsMap()) {
+    error(root.Mark(), "the configuration must be a map of settings");
+    return;
+  }
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    YAML::Node key = it->first;
+    YAML::Node value = it->second;
+    std::string name = key.Scalar();
+    if (!value.IsScalar()) {
+      error(value.Mark(), "'" + name + "' must be a single value");
+      continue;
+    }
+    if (name == "socket") {
+      config.socket_path = value.Scalar();
+    } else if (name == "state_dir") {
+      config.state_dir = value.Scalar();
+    } else if (name == "group") {
+      config.group = value.Scalar();
+    } else if (name == "log_max_size") {
+      auto size = ParseSize(value.Scalar());
+      if (!size || *size == 0)
+        error(value.Mark(), "invalid size '" + value.Scalar() + "' (expected e.g. 64MiB)");
+      else
+        config.log_max_size = *size;
+    } else {
+      error(key.Mark(), "unknown key '" + name + "' (known: socket, state_dir, group, log_max_size)");
+    }
+  }
+}
+
+}  // namespace deployd

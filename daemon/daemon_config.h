@@ -1,0 +1,33 @@
+// DaemonConfig: deployd's settings, from config/deployd.yaml (or --config) and the command
+// line. Every key is optional; an unknown key or a bad value is an error with its position.
+#ifndef DEPLOYD_DAEMON_CONFIG_H_
+#define DEPLOYD_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan_parser.h"
+
+namespace deployd {
+
+struct DaemonConfig {
+  std::string socket_path;  // default: DefaultSocketPath()
+  std::string state_dir;    // default: DefaultStateDir()
+  std::string group;        // members may use the socket; "" = root and the daemon's uid only
+  std::uint64_t log_max_size = 64ull << 20;  // per step log, before it is rotated once
+};
+
+// Root: /run/deployd/deployd.sock; others: $XDG_RUNTIME_DIR/deployd/deployd.sock, else
+// /tmp/deployd-UID/deployd.sock. deployctl uses the same rule.
+std::string DefaultSocketPath();
+// Root: /var/lib/deployd; others: $XDG_STATE_HOME/deployd, else ~/.local/state/deployd.
+std::string DefaultStateDir();
+
+// Reads `path` over `config` (which holds the defaults). Problems are appended to `errors`.
+void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
+                      std::vector<Diagnostic>& errors);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_DAEMON_CONFIG_H_

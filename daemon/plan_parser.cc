@@ -1,0 +1,1213 @@
+// PlanParser: a recursive descent over the node tree that yaml-cpp builds. yaml-cpp only checks
+// YAML syntax; every rule of plan format v1 is checked here, and every problem goes to one sink
+// so that the user sees all of them in one go (like a compiler), not one per attempt.
+//
+// yaml-cpp 0.7 quirks this file works around (notes/build-facts.md §5): marks are 0-based,
+// duplicate map keys are accepted silently, an empty value (`key:`) carries the mark of whatever
+// follows it, and an alias can make a node contain itself.
+#include "plan_parser.h"
+
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <regex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace deployd {
+namespace {
+
+constexpr std::string_view kDurationHint = "(expected e.g. 500ms, 15s, 10m, 8h)";
+constexpr std::string_view kSizeHint = "(expected e.g. 512MiB, 600GiB, 1GB)";
+constexpr std::string_view kKindList = "run, http, tcp, file, command, disk_free, port_free";
+
+using Keys = std::span<const std::string_view>;
+// Keys that DESIGN.md names but this version does not implement: they get a clear "not
+// supported yet" instead of "unknown key".
+using Unsupported = std::span<const std::pair<std::string_view, std::string_view>>;
+
+constexpr std::array<std::string_view, 7> kTopKeys = {"version",   "name",  "description", "vars",
+                                                      "preflight", "steps", "on_failure"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kTopUnsupported = {{
+    {"secrets", "'secrets' is not supported yet"},
+}};
+constexpr std::array<std::string_view, 13> kStepKeys = {
+    "id",      "run",         "background", "env",     "cwd",   "timeout",   "grace",
+    "retries", "retry_delay", "verify",     "skip_if", "watch", "idempotent"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kStepUnsupported = {{
+    {"service", "'service' steps are not supported yet (use 'run')"},
+    {"kill", "'kill' steps are not supported yet (use 'run')"},
+    {"gpus_free", "'gpus_free' steps are not supported yet (use 'run')"},
+    {"remove", "'remove' steps are not supported yet (use 'run')"},
+    {"download", "'download' steps are not supported yet (use 'run')"},
+    {"approval", "'approval' steps are not supported yet"},
+}};
+constexpr std::array<std::string_view, 7> kCheckKinds = {"run",     "http",      "tcp",      "file",
+                                                         "command", "disk_free", "port_free"};
+constexpr std::array<std::string_view, 3> kRunOnlyKeys = {"output_matches", "version_at_least",
+                                                          "env"};
+constexpr std::array<std::string_view, 14> kCheckKeys = {
+    "run",   "http",  "tcp",    "file",    "command",        "disk_free",        "port_free",
+    "after", "every", "within", "timeout", "output_matches", "version_at_least", "env"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kCheckUnsupported = {{
+    {"service", "'service' checks are not supported yet"},
+    {"process", "'process' checks are not supported yet"},
+    {"gpus_free", "'gpus_free' checks are not supported yet"},
+    {"weights_complete", "'weights_complete' checks are not supported yet"},
+    {"version", "'version' checks are not supported yet (use 'run' with 'version_at_least')"},
+}};
+constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "body", "status",
+                                                       "body_contains"};
+constexpr std::array<std::string_view, 2> kTcpKeys = {"host", "port"};
+constexpr std::array<std::string_view, 3> kFileKeys = {"path", "absent", "min_size"};
+constexpr std::array<std::string_view, 2> kDiskFreeKeys = {"path", "at_least"};
+constexpr std::array<std::string_view, 2> kPortFreeKeys = {"port", "host"};
+constexpr std::array<std::string_view, 1> kWatchKeys = {"fail_on"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kWatchUnsupported = {{
+    {"progress", "'progress' in 'watch' is not supported yet"},
+}};
+
+std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
+bool IsAlpha(char c) { return IsLower(c) || (c >= 'A' && c <= 'Z'); }
+
+bool AllOf(std::string_view s, bool (*ok)(char)) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), ok);
+}
+bool IsPlanName(std::string_view s) {
+  return AllOf(s,
+               [](char c) { return IsAlpha(c) || IsDigit(c) || c == '.' || c == '_' || c == '-'; });
+}
+bool IsStepId(std::string_view s) {
+  return AllOf(s, [](char c) { return IsLower(c) || IsDigit(c) || c == '_' || c == '-'; });
+}
+// Variable and environment names share the shell's rule.
+bool IsIdentifier(std::string_view s) {
+  return !s.empty() && !IsDigit(s[0]) &&
+         AllOf(s, [](char c) { return IsAlpha(c) || IsDigit(c) || c == '_'; });
+}
+// "0.15.0", "0.16.0rc2", "2.1.0.post1", "1.0.0-beta": digits first, then anything version-like.
+bool IsVersion(std::string_view s) {
+  if (s.empty() || !IsDigit(s[0])) return false;
+  return AllOf(s, [](char c) {
+    return IsAlpha(c) || IsDigit(c) || c == '.' || c == '+' || c == '-' || c == '_';
+  });
+}
+
+std::optional<std::int64_t> ParseInteger(std::string_view s) {
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+// Optimal string alignment distance: an adjacent transposition ("stpes") counts as one edit.
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean 'timeout'?)" when one candidate is within two edits; the closest wins, the
+// first listed on a tie. A two-letter word is two edits from every other, so the distance must
+// also be less than the word's length.
+template <typename Range>
+std::string DidYouMean(std::string_view word, const Range& candidates) {
+  std::string_view best;
+  int best_distance = 3;
+  for (std::string_view candidate : candidates) {
+    int distance = EditDistance(word, candidate);
+    if (distance < best_distance && distance < static_cast<int>(word.size())) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? "" : " (did you mean " + Quoted(best) + "?)";
+}
+
+// libstdc++ says "Mismatched '(' and ')' in regular expression"; keep the useful part and the
+// project's lowercase style.
+std::string RegexProblem(const std::regex_error& e) {
+  std::string text = e.what();
+  for (std::string_view tail : {" in regular expression", "."}) {
+    if (text.ends_with(tail)) text.resize(text.size() - tail.size());
+  }
+  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] + 32);
+  return text.empty() ? "does not compile" : text;
+}
+
+void AppendJsonString(std::string_view s, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += "\\u00";
+      out += kHex[(c >> 4) & 0xf];
+      out += kHex[c & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+bool IsJsonNumber(std::string_view s) {
+  static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  return std::regex_match(s.begin(), s.end(), kNumber);
+}
+
+class PlanReader {
+ public:
+  PlanReader(std::string_view text, std::string_view file,
+             const std::map<std::string, std::string>& overrides)
+      : text_(text), file_(file), overrides_(overrides) {}
+
+  ParseResult Read() {
+    std::optional<Plan> plan = ReadDocument();
+    // Readers visit keys in the order they need them (vars first), so order by position: the
+    // user reads the list top to bottom. Problems without a position (--var) come first.
+    std::stable_sort(errors_.begin(), errors_.end(), [](const Diagnostic& a, const Diagnostic& b) {
+      return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+    });
+    ParseResult result;
+    if (errors_.empty()) result.plan = std::move(plan);
+    result.errors = std::move(errors_);
+    return result;
+  }
+
+ private:
+  // One key: value of a map whose keys have been checked (strings, no duplicates, known).
+  struct Entry {
+    std::string name;
+    YAML::Node key;
+    YAML::Node value;
+  };
+  struct Fields {
+    std::vector<Entry> entries;
+    bool had_unsupported = false;
+    const Entry* Get(std::string_view name) const {
+      for (const Entry& e : entries) {
+        if (e.name == name) return &e;
+      }
+      return nullptr;
+    }
+  };
+
+  // --- diagnostics ---
+
+  void Error(SourcePos pos, std::string message) {
+    Diagnostic d;
+    d.file = file_;
+    d.line = pos.line;
+    d.column = pos.column;
+    d.message = std::move(message);
+    d.source_line = SourceLine(pos.line);
+    errors_.push_back(std::move(d));
+  }
+
+  std::string SourceLine(int line) const {
+    if (line <= 0) return "";
+    std::size_t start = 0;
+    for (int i = 1; i < line; ++i) {
+      start = text_.find('\n', start);
+      if (start == std::string_view::npos) return "";
+      ++start;
+    }
+    std::string_view rest = text_.substr(start);
+    std::string_view source = rest.substr(0, rest.find('\n'));
+    if (source.ends_with('\r')) source.remove_suffix(1);
+    return std::string(source);
+  }
+
+  static SourcePos PosOf(const YAML::Mark& mark) {
+    if (mark.is_null()) return {};
+    return {mark.line + 1, mark.column + 1};
+  }
+  static SourcePos PosOf(const YAML::Node& node) { return PosOf(node.Mark()); }
+  // An empty value has the mark of whatever follows it, so a null value points at its key.
+  static SourcePos ValuePos(const Entry& e) {
+    return e.value.IsNull() ? PosOf(e.key) : PosOf(e.value);
+  }
+
+  // --- maps ---
+
+  // Keys must be strings and unique; yaml-cpp accepts duplicates silently and lookups would see
+  // only the first, so the second is reported and dropped.
+  std::vector<Entry> Entries(const YAML::Node& map) {
+    std::vector<Entry> entries;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      Entry e{"", it->first, it->second};
+      if (!e.key.IsScalar()) {
+        Error(PosOf(e.key), "keys must be strings");
+        continue;
+      }
+      e.name = e.key.Scalar();
+      auto same = [&](const Entry& other) { return other.name == e.name; };
+      if (std::any_of(entries.begin(), entries.end(), same)) {
+        Error(PosOf(e.key), "duplicate key " + Quoted(e.name));
+        continue;
+      }
+      entries.push_back(std::move(e));
+    }
+    return entries;
+  }
+
+  // `context` ends the unknown-key message ("in step 'build'"); empty means the top level.
+  Fields ReadMap(const YAML::Node& map, Keys known, std::string_view context,
+                 Unsupported unsupported = {}) {
+    Fields fields;
+    for (Entry& e : Entries(map)) {
+      auto match = [&](const auto& u) { return u.first == e.name; };
+      if (auto u = std::find_if(unsupported.begin(), unsupported.end(), match);
+          u != unsupported.end()) {
+        Error(PosOf(e.key), std::string(u->second));
+        fields.had_unsupported = true;
+      } else if (std::find(known.begin(), known.end(), e.name) == known.end()) {
+        std::string what = context.empty()
+                               ? "unknown top-level key " + Quoted(e.name)
+                               : "unknown key " + Quoted(e.name) + " " + std::string(context);
+        Error(PosOf(e.key), what + DidYouMean(e.name, known));
+      } else {
+        fields.entries.push_back(std::move(e));
+      }
+    }
+    return fields;
+  }
+
+  // --- scalars ---
+
+  // ${name} → the variable's value; $${ → a literal ${; any other $ stays as it is.
+  std::optional<std::string> Substitute(const YAML::Node& scalar, SourcePos pos) {
+    const std::string& s = scalar.Scalar();
+    std::string out;
+    bool ok = true;
+    std::size_t i = 0;
+    while (i < s.size()) {
+      if (s.compare(i, 3, "$${") == 0) {
+        out += "${";
+        i += 3;
+      } else if (s.compare(i, 2, "${") == 0) {
+        std::size_t close = s.find('}', i + 2);
+        if (close == std::string::npos) {
+          Error(pos, "unterminated '${' (write '$${' for a literal '${')");
+          return std::nullopt;
+        }
+        std::string name = s.substr(i + 2, close - i - 2);
+        i = close + 1;
+        if (!IsIdentifier(name)) {
+          Error(pos,
+                "invalid variable reference '${" + name + "}' (write '$${' for a literal '${')");
+          ok = false;
+          continue;
+        }
+        auto var = vars_.find(name);
+        if (var == vars_.end()) {
+          // When `vars:` itself is broken, every use would be noise on top of that error.
+          if (!vars_broken_) {
+            std::vector<std::string_view> names;
+            for (const auto& [known, value] : vars_) names.push_back(known);
+            Error(pos, "undefined variable " + Quoted(name) + DidYouMean(name, names));
+          }
+          ok = false;
+        } else if (var->second) {
+          out += *var->second;
+        }  // else declared but unusable, and reported at the declaration
+      } else {
+        out += s[i++];
+      }
+    }
+    if (!ok) return std::nullopt;
+    return out;
+  }
+
+  // Any scalar reads as a string (`description: 1.0` is the text "1.0"); null and collections
+  // do not.
+  std::optional<std::string> String(const YAML::Node& node, SourcePos pos, std::string_view what) {
+    if (!node.IsScalar()) {
+      Error(pos, Quoted(what) + " must be a string");
+      return std::nullopt;
+    }
+    return Substitute(node, pos);
+  }
+  std::optional<std::string> String(const Entry& e) { return String(e.value, ValuePos(e), e.name); }
+
+  std::optional<std::string> NonEmptyString(const Entry& e) {
+    std::optional<std::string> s = String(e);
+    if (s && s->empty()) {
+      Error(ValuePos(e), Quoted(e.name) + " must not be empty");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  // Typed values are read from the text after substitution, so `port: ${port}` works whether
+  // or not the YAML scalar was quoted.
+  std::optional<bool> Bool(const Entry& e) {
+    std::optional<std::string> s;
+    if (e.value.IsScalar()) s = Substitute(e.value, ValuePos(e));
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+    if (s || !e.value.IsScalar()) Error(ValuePos(e), Quoted(e.name) + " must be true or false");
+    return std::nullopt;
+  }
+
+  std::optional<std::int64_t> Integer(const YAML::Node& node, SourcePos pos, std::string_view what,
+                                      std::int64_t min, std::int64_t max) {
+    if (!node.IsScalar()) {
+      Error(pos, Quoted(what) + " must be an integer");
+      return std::nullopt;
+    }
+    std::optional<std::string> s = Substitute(node, pos);
+    if (!s) return std::nullopt;
+    std::optional<std::int64_t> value = ParseInteger(*s);
+    if (!value) {
+      Error(pos, Quoted(what) + " must be an integer");
+    } else if (*value < min || *value > max) {
+      Error(pos, Quoted(what) + " must be between " + std::to_string(min) + " and " +
+                     std::to_string(max));
+      return std::nullopt;
+    }
+    return value;
+  }
+  std::optional<std::int64_t> Integer(const Entry& e, std::int64_t min, std::int64_t max) {
+    return Integer(e.value, ValuePos(e), e.name, min, max);
+  }
+
+  std::optional<Duration> DurationValue(const Entry& e) {
+    if (!e.value.IsScalar()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a duration " + std::string(kDurationHint));
+      return std::nullopt;
+    }
+    std::optional<std::string> s = Substitute(e.value, ValuePos(e));
+    if (!s) return std::nullopt;
+    std::optional<Duration> d = ParseDuration(*s);
+    if (!d) Error(ValuePos(e), "invalid duration " + Quoted(*s) + " " + std::string(kDurationHint));
+    return d;
+  }
+
+  std::optional<std::uint64_t> SizeValue(const Entry& e) {
+    if (!e.value.IsScalar()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a size " + std::string(kSizeHint));
+      return std::nullopt;
+    }
+    std::optional<std::string> s = Substitute(e.value, ValuePos(e));
+    if (!s) return std::nullopt;
+    std::optional<std::uint64_t> size = ParseSize(*s);
+    if (!size) Error(ValuePos(e), "invalid size " + Quoted(*s) + " " + std::string(kSizeHint));
+    return size;
+  }
+
+  // The pattern is kept as written, "(?i)" included; compiling it here only proves it compiles.
+  std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what) {
+    std::optional<std::string> pattern = String(node, pos, what);
+    if (!pattern) return std::nullopt;
+    std::string_view body = *pattern;
+    auto flags = std::regex::ECMAScript;
+    if (body.starts_with("(?i)")) {
+      body.remove_prefix(4);
+      flags |= std::regex::icase;
+    }
+    if (body.empty()) {
+      Error(pos, Quoted(what) + " must not be an empty pattern");
+      return std::nullopt;
+    }
+    try {
+      std::regex compiled(body.begin(), body.end(), flags);
+    } catch (const std::regex_error& e) {
+      Error(pos, "invalid regex " + Quoted(*pattern) + ": " + RegexProblem(e));
+      return std::nullopt;
+    }
+    return pattern;
+  }
+
+  // --- composite values ---
+
+  std::optional<Command> CommandValue(const Entry& e) {
+    std::string must = Quoted(e.name) + " must be a string or a list of strings";
+    Command command;
+    if (e.value.IsScalar()) {
+      std::optional<std::string> script = Substitute(e.value, ValuePos(e));
+      if (!script) return std::nullopt;
+      if (script->find_first_not_of(" \t\n") == std::string::npos) {
+        Error(ValuePos(e), Quoted(e.name) + " must not be empty");
+        return std::nullopt;
+      }
+      command.shell = true;
+      command.script = *script;
+      return command;
+    }
+    if (!e.value.IsSequence()) {
+      Error(ValuePos(e), must);
+      return std::nullopt;
+    }
+    if (e.value.size() == 0) {
+      Error(ValuePos(e), Quoted(e.name) + " must not be an empty list");
+      return std::nullopt;
+    }
+    bool ok = true;
+    for (auto it = e.value.begin(); it != e.value.end(); ++it) {
+      YAML::Node arg = *it;
+      if (!arg.IsScalar()) {
+        Error(PosOf(arg), must);
+        ok = false;
+      } else if (std::optional<std::string> s = Substitute(arg, PosOf(arg))) {
+        command.argv.push_back(*s);
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok) return std::nullopt;
+    if (command.argv[0].empty()) {
+      Error(ValuePos(e), Quoted(e.name) + " must not start with an empty program name");
+      return std::nullopt;
+    }
+    return command;
+  }
+
+  std::map<std::string, std::string> EnvMap(const Entry& e) {
+    std::map<std::string, std::string> env;
+    if (e.value.IsNull()) return env;
+    if (!e.value.IsMap()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a map of names to strings");
+      return env;
+    }
+    for (const Entry& var : Entries(e.value)) {
+      if (!IsIdentifier(var.name)) {
+        Error(PosOf(var.key), "invalid environment variable name " + Quoted(var.name));
+        continue;
+      }
+      if (!var.value.IsScalar()) {
+        Error(ValuePos(var),
+              Quoted(e.name) + " value for " + Quoted(var.name) + " must be a string");
+        continue;
+      }
+      if (std::optional<std::string> value = Substitute(var.value, ValuePos(var)))
+        env[var.name] = *value;
+    }
+    return env;
+  }
+
+  // A YAML body becomes compact JSON. Plain scalars that look like JSON numbers, true, false or
+  // null keep that type; quoted scalars are always strings. Depth is bounded because an alias
+  // can make a node contain itself.
+  bool AppendJson(const YAML::Node& node, SourcePos body_pos, int depth, std::string& out) {
+    if (depth > 64) {
+      Error(body_pos, "'body' is nested too deeply");
+      return false;
+    }
+    if (node.IsNull()) {
+      out += "null";
+    } else if (node.IsScalar()) {
+      std::optional<std::string> s = Substitute(node, PosOf(node));
+      if (!s) return false;
+      bool plain = node.Tag() == "?";
+      if (plain && (*s == "true" || *s == "false" || IsJsonNumber(*s))) {
+        out += *s;
+      } else {
+        AppendJsonString(*s, out);
+      }
+    } else if (node.IsSequence()) {
+      out += '[';
+      bool first = true;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        if (!AppendJson(*it, body_pos, depth + 1, out)) return false;
+      }
+      out += ']';
+    } else if (node.IsMap()) {
+      out += '{';
+      bool first = true;
+      for (const Entry& e : Entries(node)) {
+        if (!first) out += ',';
+        first = false;
+        AppendJsonString(e.name, out);
+        out += ':';
+        if (!AppendJson(e.value, body_pos, depth + 1, out)) return false;
+      }
+      out += '}';
+    }
+    return true;
+  }
+
+  // --- checks ---
+
+  std::vector<Check> ReadChecks(const Entry& e) {
+    std::vector<Check> checks;
+    if (e.value.IsNull()) return checks;
+    if (!e.value.IsSequence()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a list of checks");
+      return checks;
+    }
+    for (auto it = e.value.begin(); it != e.value.end(); ++it) {
+      if (std::optional<Check> check = ReadCheck(*it)) checks.push_back(std::move(*check));
+    }
+    return checks;
+  }
+
+  std::optional<Check> ReadCheck(const YAML::Node& node) {
+    if (!node.IsMap()) {
+      Error(PosOf(node), "a check must be a map with one of: " + std::string(kKindList));
+      return std::nullopt;
+    }
+    // Peek at the kind first so that unknown keys can say which check they are in.
+    std::string kind;
+    for (auto it = node.begin(); it != node.end() && kind.empty(); ++it) {
+      YAML::Node key = it->first;
+      if (key.IsScalar() &&
+          std::find(kCheckKinds.begin(), kCheckKinds.end(), key.Scalar()) != kCheckKinds.end())
+        kind = key.Scalar();
+    }
+    Fields fields =
+        ReadMap(node, kCheckKeys, kind.empty() ? "in check" : "in " + Quoted(kind) + " check",
+                kCheckUnsupported);
+    std::vector<const Entry*> kinds;
+    for (const Entry& e : fields.entries) {
+      if (std::find(kCheckKinds.begin(), kCheckKinds.end(), e.name) != kCheckKinds.end())
+        kinds.push_back(&e);
+    }
+    Check check;
+    check.pos = PosOf(node);
+    if (kinds.empty()) {
+      if (!fields.had_unsupported)
+        Error(check.pos,
+              "check has no kind (expected exactly one of: " + std::string(kKindList) + ")");
+    } else {
+      if (kinds.size() > 1) {
+        Error(PosOf(kinds[1]->key), "check has more than one kind, " + Quoted(kinds[0]->name) +
+                                        " and " + Quoted(kinds[1]->name) +
+                                        " (expected exactly one of: " + std::string(kKindList) +
+                                        ")");
+      }
+      ReadCheckKind(*kinds[0], check);
+    }
+    for (std::string_view key : kRunOnlyKeys) {
+      const Entry* e = fields.Get(key);
+      if (!e) continue;
+      if (!kinds.empty() && kinds[0]->name != "run") {
+        Error(PosOf(e->key), Quoted(key) + " is only allowed in a 'run' check");
+      } else if (key == "output_matches") {
+        if (auto re = Regex(e->value, ValuePos(*e), key)) check.output_matches = *re;
+      } else if (key == "version_at_least") {
+        std::optional<std::string> v = String(*e);
+        if (v && !IsVersion(*v)) {
+          Error(ValuePos(*e),
+                "invalid version " + Quoted(*v) + " (expected e.g. 0.15.0 or 0.16.0rc2)");
+        } else if (v) {
+          check.version_at_least = *v;
+        }
+      } else {
+        check.env = EnvMap(*e);
+      }
+    }
+    if (const Entry* e = fields.Get("after")) check.after = DurationValue(*e).value_or(check.after);
+    if (const Entry* e = fields.Get("every")) check.every = DurationValue(*e).value_or(check.every);
+    if (const Entry* e = fields.Get("within")) check.within = DurationValue(*e);
+    if (const Entry* e = fields.Get("timeout"))
+      check.timeout = DurationValue(*e).value_or(check.timeout);
+    if (const Entry* every = fields.Get("every"); every && !fields.Get("within"))
+      Error(PosOf(every->key), "'every' needs 'within' (how long to keep trying)");
+    return check;
+  }
+
+  void ReadCheckKind(const Entry& e, Check& check) {
+    const YAML::Node& v = e.value;
+    if (e.name == "run") {
+      check.kind = CheckKind::kRun;
+      if (auto command = CommandValue(e)) check.command = *command;
+    } else if (e.name == "http") {
+      check.kind = CheckKind::kHttp;
+      ReadHttp(e, check);
+    } else if (e.name == "tcp") {
+      check.kind = CheckKind::kTcp;
+      check.host = "127.0.0.1";
+      if (v.IsScalar()) {
+        ReadHostPort(e, check);
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kTcpKeys, "in 'tcp'");
+        if (const Entry* host = f.Get("host")) check.host = NonEmptyString(*host).value_or("");
+        ReadPort(f, v, "tcp", check);
+      } else {
+        Error(ValuePos(e), "'tcp' must be HOST:PORT or a map with 'port'");
+      }
+    } else if (e.name == "file") {
+      check.kind = CheckKind::kFile;
+      if (v.IsScalar()) {
+        check.path = NonEmptyString(e).value_or("");
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kFileKeys, "in 'file'");
+        if (const Entry* path = f.Get("path")) {
+          check.path = NonEmptyString(*path).value_or("");
+        } else {
+          Error(PosOf(v), "missing required key 'path' in 'file'");
+        }
+        if (const Entry* absent = f.Get("absent")) check.absent = Bool(*absent).value_or(false);
+        if (const Entry* min_size = f.Get("min_size")) {
+          check.min_size = SizeValue(*min_size);
+          if (check.absent)
+            Error(PosOf(min_size->key), "'min_size' cannot be used with 'absent: true'");
+        }
+      } else {
+        Error(ValuePos(e), "'file' must be a path or a map with 'path'");
+      }
+    } else if (e.name == "command") {
+      check.kind = CheckKind::kCommand;
+      std::optional<std::string> name = NonEmptyString(e);
+      if (name && name->find_first_of(" \t\n") != std::string::npos) {
+        Error(ValuePos(e), "'command' must be a program name (e.g. hf), not a command line");
+      } else if (name) {
+        check.name = *name;
+      }
+    } else if (e.name == "disk_free") {
+      check.kind = CheckKind::kDiskFree;
+      if (!v.IsMap()) {
+        Error(ValuePos(e), "'disk_free' must be a map with 'path' and 'at_least'");
+        return;
+      }
+      Fields f = ReadMap(v, kDiskFreeKeys, "in 'disk_free'");
+      if (const Entry* path = f.Get("path")) {
+        check.path = NonEmptyString(*path).value_or("");
+      } else {
+        Error(PosOf(v), "missing required key 'path' in 'disk_free'");
+      }
+      if (const Entry* at_least = f.Get("at_least")) {
+        check.at_least = SizeValue(*at_least).value_or(0);
+      } else {
+        Error(PosOf(v), "missing required key 'at_least' in 'disk_free'");
+      }
+    } else if (e.name == "port_free") {
+      check.kind = CheckKind::kPortFree;
+      check.host = "0.0.0.0";
+      if (v.IsScalar()) {
+        check.port = static_cast<int>(Integer(e, 1, 65535).value_or(0));
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kPortFreeKeys, "in 'port_free'");
+        if (const Entry* host = f.Get("host")) check.host = NonEmptyString(*host).value_or("");
+        ReadPort(f, v, "port_free", check);
+      } else {
+        Error(ValuePos(e), "'port_free' must be a port or a map with 'port'");
+      }
+    }
+  }
+
+  void ReadPort(const Fields& f, const YAML::Node& map, std::string_view where, Check& check) {
+    if (const Entry* port = f.Get("port")) {
+      check.port = static_cast<int>(Integer(*port, 1, 65535).value_or(0));
+    } else {
+      Error(PosOf(map), "missing required key 'port' in " + Quoted(where));
+    }
+  }
+
+  // "HOST:PORT"; the last colon splits, and brackets around an IPv6 host are dropped.
+  void ReadHostPort(const Entry& e, Check& check) {
+    std::optional<std::string> text = String(e);
+    if (!text) return;
+    std::size_t colon = text->rfind(':');
+    std::string host = colon == std::string::npos ? "" : text->substr(0, colon);
+    std::optional<std::int64_t> port;
+    if (colon != std::string::npos) port = ParseInteger(std::string_view(*text).substr(colon + 1));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+    if (host.empty() || !port || *port < 1 || *port > 65535) {
+      Error(ValuePos(e), "invalid 'tcp' address " + Quoted(*text) +
+                             " (expected HOST:PORT with a port from 1 to 65535)");
+      return;
+    }
+    check.host = host;
+    check.port = static_cast<int>(*port);
+  }
+
+  void ReadHttp(const Entry& e, Check& check) {
+    const YAML::Node& v = e.value;
+    if (v.IsScalar()) {
+      if (std::optional<std::string> url = String(e)) CheckUrl(*url, ValuePos(e), check);
+      return;
+    }
+    if (!v.IsMap()) {
+      Error(ValuePos(e), "'http' must be a URL or a map with 'url'");
+      return;
+    }
+    Fields f = ReadMap(v, kHttpKeys, "in 'http'");
+    if (const Entry* url = f.Get("url")) {
+      if (std::optional<std::string> s = String(*url)) CheckUrl(*s, ValuePos(*url), check);
+    } else {
+      Error(PosOf(v), "missing required key 'url' in 'http'");
+    }
+    // A bad method is reported once; 'body' is then not judged against it.
+    bool method_known = true;
+    if (const Entry* method = f.Get("method")) {
+      std::optional<std::string> m = String(*method);
+      method_known = m && (*m == "GET" || *m == "POST");
+      if (method_known) {
+        check.method = *m;
+      } else if (m) {
+        Error(ValuePos(*method), "'method' must be GET or POST");
+      }
+    }
+    if (const Entry* body = f.Get("body")) {
+      if (body->value.IsNull()) {
+        Error(ValuePos(*body), "'body' must be a string, a map or a list");
+      } else if (body->value.IsScalar()) {
+        check.body = String(*body).value_or("");
+      } else {
+        std::string json;
+        if (AppendJson(body->value, ValuePos(*body), 0, json)) check.body = json;
+      }
+      if (method_known && check.method != "POST")
+        Error(PosOf(body->key), "'body' requires 'method: POST'");
+    }
+    if (const Entry* status = f.Get("status"))
+      check.status = static_cast<int>(Integer(*status, 100, 599).value_or(200));
+    if (const Entry* contains = f.Get("body_contains"))
+      check.body_contains = String(*contains).value_or("");
+  }
+
+  void CheckUrl(const std::string& url, SourcePos pos, Check& check) {
+    std::size_t separator = url.find("://");
+    std::string scheme = url.substr(0, separator == std::string::npos ? 0 : separator);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+    if (scheme == "https") {
+      Error(pos,
+            "https is not supported in 'http' checks (probe the server on loopback over "
+            "http://)");
+      return;
+    }
+    bool ok = scheme == "http" && url.find_first_of(" \t\n") == std::string::npos;
+    if (ok) {
+      std::string_view rest = std::string_view(url).substr(7);
+      std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+      std::string_view host = authority;
+      std::string_view port;
+      if (authority.starts_with('[')) {
+        std::size_t close = authority.find(']');
+        ok = close != std::string_view::npos && close > 1;
+        if (ok) {
+          host = authority.substr(1, close - 1);
+          std::string_view after = authority.substr(close + 1);
+          ok = after.empty() || after.starts_with(':');
+          if (ok && !after.empty()) port = after.substr(1);
+        }
+      } else if (std::size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+        host = authority.substr(0, colon);
+        port = authority.substr(colon + 1);
+        if (port.empty()) port = "x";  // "http://h:/" has a colon and no port
+      }
+      if (ok) ok = !host.empty();
+      if (ok && !port.empty()) {
+        std::optional<std::int64_t> p = ParseInteger(port);
+        ok = p && *p >= 1 && *p <= 65535;
+      }
+    }
+    if (!ok) {
+      Error(pos, "invalid url " + Quoted(url) + " (expected http://HOST[:PORT]/PATH)");
+      return;
+    }
+    check.url = url;
+  }
+
+  // --- steps ---
+
+  std::vector<Step> ReadSteps(const Entry& e, bool on_failure) {
+    std::vector<Step> steps;
+    bool empty = e.value.IsNull() || (e.value.IsSequence() && e.value.size() == 0);
+    if (empty) {
+      if (!on_failure) Error(ValuePos(e), "'steps' must not be empty");
+      return steps;
+    }
+    if (!e.value.IsSequence()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a list of steps");
+      return steps;
+    }
+    int index = 0;
+    for (auto it = e.value.begin(); it != e.value.end(); ++it) {
+      ++index;
+      if (std::optional<Step> step = ReadStep(*it, index, on_failure))
+        steps.push_back(std::move(*step));
+    }
+    return steps;
+  }
+
+  std::optional<Step> ReadStep(const YAML::Node& node, int index, bool on_failure) {
+    if (!node.IsMap()) {
+      Error(PosOf(node), "a step must be a map with 'id' and 'run'");
+      return std::nullopt;
+    }
+    // Name the step in messages by its id when it has a usable one, else by its place.
+    std::string label =
+        std::string(on_failure ? "on_failure step #" : "step #") + std::to_string(index);
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      YAML::Node key = it->first;
+      YAML::Node value = it->second;
+      if (key.IsScalar() && key.Scalar() == "id" && value.IsScalar() && IsStepId(value.Scalar())) {
+        label = std::string(on_failure ? "on_failure step " : "step ") + Quoted(value.Scalar());
+        break;
+      }
+    }
+    Fields f = ReadMap(node, kStepKeys, "in " + label, kStepUnsupported);
+    Step step;
+    step.pos = PosOf(node);
+    if (const Entry* e = f.Get("id")) {
+      std::optional<std::string> id = String(*e);
+      if (id && !IsStepId(*id)) {
+        Error(ValuePos(*e),
+              "invalid step id " + Quoted(*id) + " (use lowercase letters, digits, '_' and '-')");
+      } else if (id) {
+        auto [first, inserted] = step_ids_.emplace(*id, ValuePos(*e));
+        if (!inserted) {
+          Error(ValuePos(*e), "duplicate step id " + Quoted(*id) + " (first defined at line " +
+                                  std::to_string(first->second.line) + ")");
+        }
+        step.id = *id;
+      }
+    } else {
+      Error(step.pos, "missing required key 'id' in " + label);
+    }
+    if (const Entry* e = f.Get("run")) {
+      if (std::optional<Command> command = CommandValue(*e)) step.run = *command;
+    } else if (!f.had_unsupported) {
+      Error(step.pos, "missing required key 'run' in " + label);
+    }
+    if (const Entry* e = f.Get("background")) step.background = Bool(*e).value_or(false);
+    if (const Entry* e = f.Get("env")) step.env = EnvMap(*e);
+    if (const Entry* e = f.Get("cwd")) step.cwd = String(*e).value_or("");
+    if (const Entry* e = f.Get("timeout")) {
+      step.timeout = DurationValue(*e);
+      if (step.background) {
+        Error(PosOf(e->key),
+              "'timeout' cannot be used with 'background: true' (a background "
+              "step is bounded by its verify 'within')");
+      }
+    }
+    if (const Entry* e = f.Get("grace")) step.grace = DurationValue(*e).value_or(step.grace);
+    if (const Entry* e = f.Get("retries"))
+      step.retries = static_cast<int>(Integer(*e, 0, 100).value_or(0));
+    if (const Entry* e = f.Get("retry_delay"))
+      step.retry_delay = DurationValue(*e).value_or(step.retry_delay);
+    if (const Entry* e = f.Get("verify")) step.verify = ReadChecks(*e);
+    if (const Entry* e = f.Get("skip_if")) step.skip_if = ReadChecks(*e);
+    if (const Entry* e = f.Get("watch")) step.watch = ReadWatch(*e);
+    if (const Entry* e = f.Get("idempotent")) step.idempotent = Bool(*e).value_or(false);
+    return step;
+  }
+
+  Watch ReadWatch(const Entry& e) {
+    Watch watch;
+    if (e.value.IsNull()) return watch;
+    if (!e.value.IsMap()) {
+      Error(ValuePos(e), "'watch' must be a map");
+      return watch;
+    }
+    Fields f = ReadMap(e.value, kWatchKeys, "in 'watch'", kWatchUnsupported);
+    const Entry* fail_on = f.Get("fail_on");
+    if (!fail_on) return watch;
+    auto add = [&](const YAML::Node& node, SourcePos pos) {
+      if (std::optional<std::string> re = Regex(node, pos, "fail_on"))
+        watch.fail_on.push_back(FailPattern{*re, pos});
+    };
+    if (fail_on->value.IsScalar()) {
+      add(fail_on->value, ValuePos(*fail_on));
+    } else if (fail_on->value.IsSequence()) {
+      for (auto it = fail_on->value.begin(); it != fail_on->value.end(); ++it) {
+        YAML::Node pattern = *it;
+        if (pattern.IsScalar()) {
+          add(pattern, PosOf(pattern));
+        } else {
+          Error(PosOf(pattern), "'fail_on' must be a string or a list of strings");
+        }
+      }
+    } else {
+      Error(ValuePos(*fail_on), "'fail_on' must be a string or a list of strings");
+    }
+    return watch;
+  }
+
+  // --- the document ---
+
+  // Values are literal (no ${} inside vars); --var overrides replace them.
+  void ReadVars(const Entry* e, Plan& plan) {
+    if (e && !e->value.IsNull() && !e->value.IsMap()) {
+      Error(ValuePos(*e), "'vars' must be a map of names to values");
+      vars_broken_ = true;
+      return;
+    }
+    if (e && e->value.IsMap()) {
+      for (const Entry& var : Entries(e->value)) {
+        auto overridden = overrides_.find(var.name);
+        if (!IsIdentifier(var.name)) {
+          Error(PosOf(var.key), "invalid variable name " + Quoted(var.name) +
+                                    " (use letters, digits and '_', not starting with a digit)");
+          continue;
+        }
+        std::optional<std::string> value;
+        if (var.value.IsScalar()) {
+          value = var.value.Scalar();
+        } else if (!var.value.IsNull()) {
+          Error(ValuePos(var),
+                "variable " + Quoted(var.name) + " must be a string, a number or a boolean");
+        } else if (overridden == overrides_.end()) {
+          Error(PosOf(var.key), "variable " + Quoted(var.name) + " has no value (pass --var " +
+                                    var.name + "=VALUE)");
+        }
+        if (overridden != overrides_.end()) value = overridden->second;
+        vars_[var.name] = value;
+        if (value) plan.vars[var.name] = *value;
+      }
+    }
+    for (const auto& [name, value] : overrides_) {
+      if (!vars_.contains(name))
+        Error({}, "--var " + Quoted(name) + ": the plan declares no variable " + Quoted(name));
+    }
+  }
+
+  std::optional<Plan> ReadDocument() {
+    std::vector<YAML::Node> docs;
+    try {
+      docs = YAML::LoadAll(std::string(text_));
+    } catch (const YAML::DeepRecursion& e) {
+      Error(PosOf(e.mark), "invalid YAML: nesting is too deep");
+      return std::nullopt;
+    } catch (const YAML::Exception& e) {
+      Error(PosOf(e.mark), "invalid YAML: " + e.msg);
+      return std::nullopt;
+    }
+    if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
+      Error({}, "the plan is empty (expected a map with 'version', 'name' and 'steps')");
+      return std::nullopt;
+    }
+    if (docs.size() > 1) Error(PosOf(docs[1]), "the plan must be a single YAML document");
+    const YAML::Node& root = docs[0];
+    if (!root.IsMap()) {
+      Error(PosOf(root), "the plan must be a map with 'version', 'name' and 'steps'");
+      return std::nullopt;
+    }
+    Fields top = ReadMap(root, kTopKeys, "", kTopUnsupported);
+    Plan plan;
+    // Variables first: every other string may use them.
+    ReadVars(top.Get("vars"), plan);
+    if (const Entry* e = top.Get("version")) {
+      if (!e->value.IsScalar()) {
+        Error(ValuePos(*e), "'version' must be the integer 1");
+      } else if (std::optional<std::string> v = Substitute(e->value, ValuePos(*e));
+                 v && ParseInteger(*v) != 1) {
+        Error(ValuePos(*e), "unsupported plan version " + Quoted(*v) + " (expected 1)");
+      }
+    } else {
+      Error(PosOf(root), "missing required key 'version'");
+    }
+    if (const Entry* e = top.Get("name")) {
+      std::optional<std::string> name = String(*e);
+      if (name && !IsPlanName(*name)) {
+        Error(ValuePos(*e),
+              "invalid plan name " + Quoted(*name) + " (use letters, digits, '.', '_' and '-')");
+      } else if (name) {
+        plan.name = *name;
+      }
+    } else {
+      Error(PosOf(root), "missing required key 'name'");
+    }
+    if (const Entry* e = top.Get("description")) plan.description = String(*e).value_or("");
+    if (const Entry* e = top.Get("preflight")) plan.preflight = ReadChecks(*e);
+    // Document order, so that a duplicate id is reported where it occurs second.
+    for (const Entry& e : top.entries) {
+      if (e.name == "steps") plan.steps = ReadSteps(e, false);
+      if (e.name == "on_failure") plan.on_failure = ReadSteps(e, true);
+    }
+    if (!top.Get("steps")) Error(PosOf(root), "missing required key 'steps'");
+    return plan;
+  }
+
+  std::string_view text_;
+  std::string file_;
+  const std::map<std::string, std::string>& overrides_;
+  std::vector<Diagnostic> errors_;
+  // Declared variables; nullopt for one without a usable value (already reported).
+  std::map<std::string, std::optional<std::string>> vars_;
+  bool vars_broken_ = false;
+  std::map<std::string, SourcePos> step_ids_;
+};
+
+}  // namespace
+
+std::string Diagnostic::Format() const {
+  if (line <= 0) return file + ": error: " + message;
+  std::string out = file + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                    ": error: " + message + "\n" + source_line + "\n";
+  // Copy tabs so the caret lines up however the terminal expands them; a UTF-8 character is one
+  // column on screen, so its continuation bytes add nothing.
+  for (int i = 0; i + 1 < column; ++i) {
+    char c = i < static_cast<int>(source_line.size()) ? source_line[i] : ' ';
+    if (c == '\t') {
+      out += '\t';
+    } else if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) {
+      out += ' ';
+    }
+  }
+  out += '^';
+  return out;
+}
+
+ParseResult ParsePlan(std::string_view text, std::string_view file_name,
+                      const std::map<std::string, std::string>& overrides) {
+  try {
+    return PlanReader(text, file_name, overrides).Read();
+  } catch (const std::exception& e) {
+    // Nothing above should throw; if yaml-cpp does anyway, the plan is rejected, not the daemon.
+    ParseResult result;
+    result.errors.push_back(
+        Diagnostic{std::string(file_name), 0, 0, std::string("internal error: ") + e.what(), ""});
+    return result;
+  }
+}
+
+std::optional<Duration> ParseDuration(std::string_view text) {
+  struct Unit {
+    std::string_view name;
+    std::int64_t ms;
+  };
+  static constexpr std::array<Unit, 5> kUnits = {
+      {{"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1'000}, {"ms", 1}}};
+  if (text.empty()) return std::nullopt;
+  std::int64_t total = 0;
+  std::int64_t previous_unit = std::numeric_limits<std::int64_t>::max();
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t start = i;
+    while (i < text.size() && IsDigit(text[i])) ++i;
+    std::optional<std::int64_t> whole = ParseInteger(text.substr(start, i - start));
+    if (!whole) return std::nullopt;
+    // A fraction ("1.5s") is allowed so that FormatDuration's output parses; digits past the
+    // sixth are below a millisecond for every unit but days, so they are ignored.
+    std::int64_t fraction = 0;
+    std::int64_t scale = 1;
+    if (i < text.size() && text[i] == '.') {
+      std::size_t digits_start = ++i;
+      for (; i < text.size() && IsDigit(text[i]); ++i) {
+        if (scale < 1'000'000) {
+          fraction = fraction * 10 + (text[i] - '0');
+          scale *= 10;
+        }
+      }
+      if (i == digits_start) return std::nullopt;
+    }
+    start = i;
+    while (i < text.size() && IsAlpha(text[i])) ++i;
+    std::string_view name = text.substr(start, i - start);
+    auto unit =
+        std::find_if(kUnits.begin(), kUnits.end(), [&](const Unit& u) { return u.name == name; });
+    // Units must get smaller ("1h30m", not "30m1h" or "1m1m"): one way to write each value.
+    if (unit == kUnits.end() || unit->ms >= previous_unit) return std::nullopt;
+    previous_unit = unit->ms;
+    std::int64_t part = 0;
+    if (__builtin_mul_overflow(*whole, unit->ms, &part) ||
+        __builtin_add_overflow(part, fraction * unit->ms / scale, &part) ||
+        __builtin_add_overflow(total, part, &total))
+      return std::nullopt;
+  }
+  return Duration(total);
+}
+
+std::optional<std::uint64_t> ParseSize(std::string_view text) {
+  struct Unit {
+    std::string_view name;
+    std::uint64_t bytes;
+  };
+  static constexpr std::array<Unit, 11> kUnits = {{{"", 1},
+                                                   {"B", 1},
+                                                   {"kB", 1'000},
+                                                   {"KB", 1'000},
+                                                   {"MB", 1'000'000},
+                                                   {"GB", 1'000'000'000},
+                                                   {"TB", 1'000'000'000'000},
+                                                   {"KiB", 1ULL << 10},
+                                                   {"MiB", 1ULL << 20},
+                                                   {"GiB", 1ULL << 30},
+                                                   {"TiB", 1ULL << 40}}};
+  std::size_t i = 0;
+  while (i < text.size() && IsDigit(text[i])) ++i;
+  if (i == 0) return std::nullopt;
+  std::uint64_t whole = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + i, whole);
+  if (ec != std::errc()) return std::nullopt;
+  // A fraction ("1.5GiB") is rounded down to whole bytes; six digits are plenty.
+  std::uint64_t fraction = 0;
+  std::uint64_t scale = 1;
+  bool has_fraction = false;
+  if (i < text.size() && text[i] == '.') {
+    std::size_t digits_start = ++i;
+    for (; i < text.size() && IsDigit(text[i]); ++i) {
+      if (scale < 1'000'000) {
+        fraction = fraction * 10 + static_cast<std::uint64_t>(text[i] - '0');
+        scale *= 10;
+      }
+    }
+    if (i == digits_start) return std::nullopt;
+    has_fraction = true;
+  }
+  std::string_view name = text.substr(i);
+  auto unit =
+      std::find_if(kUnits.begin(), kUnits.end(), [&](const Unit& u) { return u.name == name; });
+  // A fraction of a byte means nothing.
+  if (unit == kUnits.end() || (has_fraction && unit->bytes == 1)) return std::nullopt;
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(whole, unit->bytes, &bytes) ||
+      __builtin_add_overflow(bytes, fraction * unit->bytes / scale, &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+std::string FormatDuration(Duration d) {
+  std::int64_t count = d.count();
+  if (count == 0) return "0s";
+  std::string sign = count < 0 ? "-" : "";
+  // Unsigned so that the most negative value negates without overflow.
+  std::uint64_t ms = static_cast<std::uint64_t>(count);
+  if (count < 0) ms = 0 - ms;
+  if (ms < 1000) return sign + std::to_string(ms) + "ms";
+  std::uint64_t hours = ms / 3'600'000;
+  std::uint64_t minutes = ms / 60'000 % 60;
+  std::uint64_t seconds = ms / 1000 % 60;
+  std::uint64_t millis = ms % 1000;
+  auto two_digits = [](std::uint64_t n) { return (n < 10 ? "0" : "") + std::to_string(n); };
+  std::string fraction;
+  if (millis != 0) {
+    fraction = std::to_string(millis + 1000).substr(1);  // "050"
+    while (fraction.back() == '0') fraction.pop_back();
+    fraction = "." + fraction;
+  }
+  if (hours == 0 && minutes == 0) return sign + std::to_string(seconds) + fraction + "s";
+  std::string out = sign;
+  if (hours != 0) out += std::to_string(hours) + "h";
+  bool has_seconds = seconds != 0 || millis != 0;
+  if (minutes != 0 || has_seconds)
+    out += (hours != 0 ? two_digits(minutes) : std::to_string(minutes)) + "m";
+  if (has_seconds) out += two_digits(seconds) + fraction + "s";
+  return out;
+}
+
+}  // namespace deployd

@@ -1,0 +1,760 @@
+#include "run_manager.h"
+
+#include <sys/stat.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <spdlog/spdlog.h>
+
+#include "checks.h"
+#include "child_process.h"
+#include "plan_parser.h"
+
+namespace deployd {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr Duration kMaxRetryDelay = std::chrono::hours(1);
+
+std::regex CompileFailOn(const std::string& pattern) {
+  // Patterns are validated by the parser; "(?i)" (Python's spelling) selects icase.
+  auto flags = std::regex::ECMAScript | std::regex::optimize;
+  if (pattern.rfind("(?i)", 0) == 0) return std::regex(pattern.substr(4), flags | std::regex::icase);
+  return std::regex(pattern, flags);
+}
+
+json::array ToJson(const std::vector<std::string>& lines) {
+  json::array a;
+  for (const auto& l : lines) a.emplace_back(l);
+  return a;
+}
+
+// All checks in order; the first failure ends it.
+asio::awaitable<CheckOutcome> RunChecks(std::vector<Check> checks) {
+  CheckOutcome last;
+  last.passed = true;
+  for (const Check& check : checks) {
+    last = co_await RunCheck(check);
+    if (!last.passed) {
+      last.evidence["check"] = DescribeCheck(check);
+      last.evidence["summary"] = last.summary;
+      last.evidence["attempts"] = last.attempts;
+      co_return last;
+    }
+  }
+  last.summary = std::to_string(checks.size()) + (checks.size() == 1 ? " check" : " checks") +
+                 " passed";
+  co_return last;
+}
+
+}  // namespace
+
+struct RunManager::EventInfo {
+  std::string reason;
+  json::object evidence;
+  std::optional<int> exit_status;
+  std::optional<std::int64_t> pid;
+};
+
+namespace {
+
+struct LiveStep {
+  const Step* def = nullptr;
+  std::vector<std::pair<std::string, std::regex>> fail_on;
+  int action_gen = 0;
+  int checks_gen = 0;
+  int timer_gen = 0;
+  bool recovering = false;
+  bool awaiting = false;  // a retry delay or skip_if checks are pending
+  std::shared_ptr<ChildProcess> child;
+  std::unique_ptr<asio::steady_timer> timer;
+  std::shared_ptr<asio::cancellation_signal> checks_cancel;
+};
+
+}  // namespace
+
+struct RunManager::ActiveRun {
+  RunRecord record;
+  Plan plan;
+  std::vector<LiveStep> live;
+  size_t main_count = 0;
+  bool preflight_done = false;
+  bool stopping = false;  // being cancelled: nothing new starts
+  std::shared_ptr<asio::cancellation_signal> preflight_cancel;
+};
+
+RunManager::RunManager(asio::any_io_executor ex, RunStore& store, RunManagerOptions options)
+    : ex_(std::move(ex)), store_(store), options_(std::move(options)) {}
+
+RunManager::~RunManager() = default;
+
+std::string RunManager::LogPath(const std::string& run_id, const std::string& step_id) const {
+  return options_.state_dir + "/logs/" + run_id + "/" + step_id + ".log";
+}
+
+RunManager::ActiveRun* RunManager::Find(const std::string& run_id) {
+  auto it = runs_.find(run_id);
+  return it == runs_.end() ? nullptr : it->second.get();
+}
+
+// Builds the in-memory run from its record: the plan is parsed again from the stored text and
+// variables, exactly as it was submitted.
+Result<RunManager::ActiveRun*> RunManager::Activate(const RunRecord& record) {
+  ParseResult parsed = ParsePlan(record.plan_text, record.plan_file, record.vars);
+  if (!parsed.plan) {
+    std::string first = parsed.errors.empty() ? "" : ": " + parsed.errors.front().message;
+    return Status::Error("the stored plan of run " + record.id + " no longer parses" + first);
+  }
+  auto run = std::make_unique<ActiveRun>();
+  run->record = record;
+  run->plan = std::move(*parsed.plan);
+  run->main_count = run->plan.steps.size();
+  size_t total = run->main_count + run->plan.on_failure.size();
+  if (total != record.steps.size())
+    return Status::Error("the stored steps of run " + record.id + " do not match its plan");
+  run->live.resize(total);
+  for (size_t i = 0; i < total; ++i) {
+    LiveStep& live = run->live[i];
+    live.def = i < run->main_count ? &run->plan.steps[i]
+                                   : &run->plan.on_failure[i - run->main_count];
+    for (const auto& p : live.def->watch.fail_on)
+      live.fail_on.emplace_back(p.pattern, CompileFailOn(p.pattern));
+    live.timer = std::make_unique<asio::steady_timer>(ex_);
+    if (record.steps[i].state != StepState::kPending || record.steps[i].attempts > 0)
+      run->preflight_done = true;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir + "/logs/" + record.id, ec);
+  ActiveRun* raw = run.get();
+  runs_[record.id] = std::move(run);
+  return raw;
+}
+
+ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
+                              const std::map<std::string, std::string>& vars) {
+  ApplyResult result;
+  ParseResult parsed = ParsePlan(plan_text, plan_file, vars);
+  if (!parsed.plan) {
+    for (const auto& d : parsed.errors) result.diagnostics.push_back(d.Format());
+    result.status = Status::Error("invalid plan " + plan_file);
+    return result;
+  }
+  RunRecord record;
+  record.plan_name = parsed.plan->name;
+  record.plan_file = plan_file;
+  record.plan_text = plan_text;
+  record.vars = vars;
+  record.created_at_ms = NowMs();
+  int index = 0;
+  for (const auto* list : {&parsed.plan->steps, &parsed.plan->on_failure}) {
+    for (const Step& step : *list) {
+      StepRecord s;
+      s.index = index++;
+      s.id = step.id;
+      s.phase = list == &parsed.plan->steps ? "main" : "on_failure";
+      record.steps.push_back(s);
+    }
+  }
+  Result<std::string> id = store_.CreateRun(record);
+  if (!id.ok()) {
+    result.status = id.status();
+    return result;
+  }
+  record.id = id.value();
+  Result<ActiveRun*> run = Activate(record);
+  if (!run.ok()) {
+    result.status = run.status();
+    return result;
+  }
+  spdlog::info("{}: created from {} ({} steps)", record.id, plan_file, record.steps.size());
+  result.run_id = record.id;
+  asio::post(ex_, [this, id = record.id] {
+    if (ActiveRun* r = Find(id)) Start(*r);
+  });
+  return result;
+}
+
+void RunManager::Recover() {
+  Result<std::vector<RunRecord>> unfinished = store_.UnfinishedRuns();
+  if (!unfinished.ok()) {
+    spdlog::error("cannot list unfinished runs: {}", unfinished.status().message());
+    return;
+  }
+  for (const RunRecord& record : unfinished.value()) {
+    Result<ActiveRun*> activated = Activate(record);
+    if (!activated.ok()) {
+      spdlog::error("{}", activated.status().message());
+      Transition t;
+      t.run_id = record.id;
+      t.at_ms = NowMs();
+      t.run_state = RunState::kFailed;
+      t.run_reason = "cannot resume: " + activated.status().message();
+      t.run_finished_at_ms = t.at_ms;
+      t.event.kind = "run.state";
+      t.event.state = "failed";
+      t.event.detail = *t.run_reason;
+      (void)store_.Commit(t);
+      continue;
+    }
+    ActiveRun& run = *activated.value();
+    spdlog::info("{}: resuming ({})", record.id, ToString(record.state));
+    for (size_t i = 0; i < run.live.size(); ++i) {
+      StepState s = run.record.steps[i].state;
+      if (s == StepState::kRunning || s == StepState::kVerifying) {
+        run.live[i].recovering = true;
+        Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
+      }
+    }
+    if (Find(record.id)) Start(run);
+  }
+}
+
+void RunManager::Start(ActiveRun& run) {
+  if (run.record.state == RunState::kPending &&
+      !CommitRunState(run, RunState::kRunning, "", ""))
+    return;
+  if (!run.preflight_done) {
+    RunPreflight(run);
+    return;
+  }
+  Advance(run);
+}
+
+void RunManager::RunPreflight(ActiveRun& run) {
+  if (run.plan.preflight.empty()) {
+    run.preflight_done = true;
+    Advance(run);
+    return;
+  }
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  run.preflight_cancel = cancel;
+  asio::co_spawn(
+      ex_, RunChecks(run.plan.preflight),
+      asio::bind_cancellation_slot(
+          cancel->slot(), [this, id = run.record.id, cancel](std::exception_ptr e,
+                                                             CheckOutcome outcome) {
+            ActiveRun* run = Find(id);
+            if (e || !run || run->stopping) return;
+            if (!outcome.passed) {
+              Finish(*run, RunState::kFailed, "preflight failed: " + outcome.summary,
+                     json::serialize(outcome.evidence));
+              return;
+            }
+            Transition t;
+            t.run_id = id;
+            t.at_ms = NowMs();
+            t.event.kind = "run.preflight";
+            t.event.detail = "preflight: " + outcome.summary;
+            if (Status s = store_.Commit(t); !s.ok()) {
+              spdlog::error("{}: {}", id, s.message());
+              return;
+            }
+            Notify(id, t.event, 0);
+            run->preflight_done = true;
+            Advance(*run);
+          }));
+}
+
+// Starts the first unfinished step, or finishes the run. Main steps run in order; once one
+// has failed, the on_failure steps run, then the run has failed.
+void RunManager::Advance(ActiveRun& run) {
+  if (run.stopping || IsTerminal(run.record.state) || !run.preflight_done) return;
+  const auto& steps = run.record.steps;
+  const StepRecord* failed = nullptr;
+  for (size_t i = 0; i < run.main_count; ++i) {
+    if (steps[i].state == StepState::kFailed || steps[i].state == StepState::kCancelled) {
+      failed = &steps[i];
+      break;
+    }
+    if (steps[i].state == StepState::kSucceeded || steps[i].state == StepState::kSkipped)
+      continue;
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+      Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
+    return;
+  }
+  if (!failed) {
+    Finish(run, RunState::kSucceeded, "", "");
+    return;
+  }
+  for (size_t i = run.main_count; i < steps.size(); ++i) {
+    if (IsTerminal(steps[i].state)) continue;
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+      Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
+    return;
+  }
+  Finish(run, RunState::kFailed, "step " + failed->id + " failed: " + failed->reason,
+         failed->evidence);
+}
+
+void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reason,
+                        const std::string& evidence) {
+  if (!CommitRunState(run, state, reason, evidence)) return;
+  spdlog::info("{}: {}{}", run.record.id, ToString(state), reason.empty() ? "" : ": " + reason);
+  // Completions may still be on the stack; the run leaves memory once they have unwound.
+  asio::post(ex_, [this, id = run.record.id] {
+    ActiveRun* r = Find(id);
+    if (r && IsTerminal(r->record.state)) runs_.erase(id);
+  });
+}
+
+bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
+                                const std::string& evidence) {
+  Transition t;
+  t.run_id = run.record.id;
+  t.at_ms = NowMs();
+  t.run_state = state;
+  t.run_reason = reason;
+  t.run_evidence = evidence;
+  t.run_finished_at_ms = IsTerminal(state) ? t.at_ms : 0;
+  t.event.kind = "run.state";
+  t.event.state = std::string(ToString(state));
+  t.event.detail = reason;
+  if (Status s = store_.Commit(t); !s.ok()) {
+    spdlog::error("{}: cannot record the run {}: {}", run.record.id, ToString(state), s.message());
+    return false;
+  }
+  run.record.state = state;
+  run.record.reason = reason;
+  run.record.evidence = evidence;
+  run.record.finished_at_ms = *t.run_finished_at_ms;
+  Notify(run.record.id, t.event, 0);
+  return true;
+}
+
+void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent event,
+                          EventInfo info, Source source, int generation) {
+  ActiveRun* run = Find(run_id);
+  if (!run || index >= run->live.size()) return;
+  LiveStep& live = run->live[index];
+  if ((source == Source::kAction && generation != live.action_gen) ||
+      (source == Source::kChecks && generation != live.checks_gen) ||
+      (source == Source::kTimer && generation != live.timer_gen))
+    return;  // a completion from an earlier attempt
+  StepRecord& record = run->record.steps[index];
+  const Step& def = *live.def;
+
+  StepFacts facts;
+  facts.has_skip_if = !def.skip_if.empty();
+  facts.has_verify = !def.verify.empty();
+  facts.background = def.background;
+  facts.idempotent = def.idempotent;
+  facts.attempts = record.attempts;
+  facts.max_attempts = def.max_attempts();
+  facts.recovering = live.recovering;
+  StepTransition t = NextState(record.state, facts, event);
+  if (!t.valid) {
+    spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
+                  ToString(record.state));
+    return;
+  }
+
+  StepRecord next = record;
+  next.state = t.next;
+  auto has = [&](StepEffect e) {
+    return std::find(t.effects.begin(), t.effects.end(), e) != t.effects.end();
+  };
+  std::int64_t now = NowMs();
+  if (has(StepEffect::kResetAttempts)) next.attempts = 0;
+  if (has(StepEffect::kFire) || has(StepEffect::kResetAttempts)) {
+    if (has(StepEffect::kFire)) ++next.attempts;
+    if (next.started_at_ms == 0 || has(StepEffect::kResetAttempts)) next.started_at_ms = now;
+    next.finished_at_ms = 0;
+    next.exit_status.reset();
+    next.pid.reset();
+    next.reason.clear();
+    next.evidence.clear();
+  }
+  if (info.exit_status) next.exit_status = info.exit_status;
+  if (info.pid) next.pid = info.pid;
+  if (!info.reason.empty()) next.reason = info.reason;
+  if (!info.evidence.empty()) next.evidence = json::serialize(info.evidence);
+  if (t.interrupted)
+    next.reason = "interrupted by a restart of deployd; not safe to repeat: "
+                  "`deployctl retry " + run_id + " " + record.id + "` once it is safe, or `deployctl skip " +
+                  run_id + " " + record.id + "`";
+  if (IsTerminal(next.state)) next.finished_at_ms = now;
+
+  Transition tr;
+  tr.run_id = run_id;
+  tr.at_ms = now;
+  tr.step = next;
+  tr.event.step_id = record.id;
+  tr.event.kind = "step.state";
+  tr.event.state = std::string(ToString(next.state));
+  tr.event.detail = has(StepEffect::kFire) ? "attempt " + std::to_string(next.attempts)
+                                           : next.reason;
+  if (event == StepEvent::kRecover) tr.event.detail = "deployd restarted; " + tr.event.detail;
+  if (Status s = store_.Commit(tr); !s.ok()) {
+    // Not recorded, so not acted on: the database stays the truth.
+    spdlog::error("{} {}: cannot record {}: {}", run_id, record.id, ToString(next.state),
+                  s.message());
+    return;
+  }
+  record = next;
+  spdlog::info("{} {}: {}{}", run_id, record.id, ToString(next.state),
+               tr.event.detail.empty() ? "" : " (" + tr.event.detail + ")");
+  Notify(run_id, tr.event, record.attempts);
+
+  // A timer belongs to the state that armed it (a timeout, a retry delay).
+  ++live.timer_gen;
+  live.timer->cancel();
+  live.awaiting = false;
+  for (StepEffect effect : t.effects) {
+    switch (effect) {
+      case StepEffect::kEvaluateSkip:
+        live.awaiting = true;
+        StartChecks(*run, index, /*skip_if=*/true);
+        break;
+      case StepEffect::kFire:
+        live.recovering = false;
+        StartAction(*run, index);
+        break;
+      case StepEffect::kStartVerify:
+        StartChecks(*run, index, /*skip_if=*/false);
+        break;
+      case StepEffect::kStopVerify:
+        if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+        break;
+      case StepEffect::kStopAction:
+        StopAction(*run, index);
+        break;
+      case StepEffect::kScheduleRetry: {
+        live.awaiting = true;
+        Duration delay = def.retry_delay;
+        for (int i = 1; i < record.attempts && delay < kMaxRetryDelay; ++i) delay *= 2;
+        delay = std::min(delay, kMaxRetryDelay);
+        int gen = live.timer_gen;
+        live.timer->expires_after(delay);
+        live.timer->async_wait([this, run_id, index, gen](boost::system::error_code ec) {
+          if (!ec) Dispatch(run_id, index, StepEvent::kRetryDue, {}, Source::kTimer, gen);
+        });
+        break;
+      }
+      case StepEffect::kResetAttempts:
+        break;
+    }
+  }
+  if (IsTerminal(next.state)) {
+    if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+    Advance(*run);
+  }
+}
+
+void RunManager::StartAction(ActiveRun& run, size_t index) {
+  LiveStep& live = run.live[index];
+  const Step& def = *live.def;
+  const std::string run_id = run.record.id;
+  int gen = ++live.action_gen;
+
+  SpawnOptions options;
+  options.argv = def.run.Argv();
+  options.env = def.env;
+  options.cwd = def.cwd;
+  options.log_path = LogPath(run_id, def.id);
+  options.log_cap_bytes = options_.log_cap_bytes;
+  options.detach = def.background;
+
+  ChildProcess::LineHandler on_line;
+  if (!def.background && !live.fail_on.empty()) {
+    on_line = [this, run_id, index, gen](std::string_view line) {
+      ActiveRun* run = Find(run_id);
+      if (!run) return;
+      for (const auto& [pattern, re] : run->live[index].fail_on) {
+        if (!std::regex_search(line.begin(), line.end(), re)) continue;
+        EventInfo info;
+        info.reason = "output matched fail_on '" + pattern + "': " + std::string(line);
+        info.evidence["fail_on"] = pattern;
+        info.evidence["line"] = line;
+        Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+        return;
+      }
+    };
+  }
+  bool background = def.background;
+  auto on_exit = [this, run_id, index, gen, background](const ExitStatus& status) {
+    ActiveRun* run = Find(run_id);
+    if (!run) return;
+    LiveStep& live = run->live[index];
+    EventInfo info;
+    info.exit_status = status.AsShellStatus();
+    info.evidence["exit_status"] = status.AsShellStatus();
+    if (status.signal) info.evidence["signal"] = status.signal;
+    if (live.child) info.evidence["output_tail"] = ToJson(live.child->Tail());
+    if (status.ok()) {
+      // A background action that ends well leaves the decision to its verify checks.
+      if (!background)
+        Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction,
+                 gen);
+      return;
+    }
+    info.reason = (background ? "background action " : "") + status.ToString();
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+  };
+
+  Result<std::shared_ptr<ChildProcess>> child =
+      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit));
+  if (!child.ok()) {
+    EventInfo info;
+    info.reason = child.status().message();
+    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
+      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    });
+    return;
+  }
+  live.child = child.value();
+  if (def.background) {
+    EventInfo info;
+    info.pid = live.child->pid();
+    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
+      Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), Source::kAction, gen);
+    });
+  } else if (def.timeout) {
+    int timer_gen = live.timer_gen;
+    Duration timeout = *def.timeout;
+    live.timer->expires_after(timeout);
+    live.timer->async_wait([this, run_id, index, gen, timer_gen,
+                            timeout](boost::system::error_code ec) {
+      ActiveRun* run = Find(run_id);
+      if (ec || !run || run->live[index].timer_gen != timer_gen) return;
+      EventInfo info;
+      info.reason = "timed out after " + FormatDuration(timeout);
+      info.evidence["timeout_ms"] = timeout.count();
+      if (auto& c = run->live[index].child) info.evidence["output_tail"] = ToJson(c->Tail());
+      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    });
+  }
+}
+
+void RunManager::StopAction(ActiveRun& run, size_t index) {
+  LiveStep& live = run.live[index];
+  if (live.child && !live.child->exited()) live.child->Terminate(live.def->grace);
+}
+
+void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
+  LiveStep& live = run.live[index];
+  int gen = ++live.checks_gen;
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  live.checks_cancel = cancel;
+  const auto& checks = skip_if ? live.def->skip_if : live.def->verify;
+  asio::co_spawn(
+      ex_, RunChecks(checks),
+      asio::bind_cancellation_slot(
+          cancel->slot(), [this, id = run.record.id, index, gen, skip_if, cancel](
+                              std::exception_ptr e, CheckOutcome outcome) {
+            if (e) return;  // cancelled: the step has moved on
+            EventInfo info;
+            StepEvent event;
+            if (skip_if) {
+              event = outcome.passed ? StepEvent::kSkipMatched : StepEvent::kSkipNotMatched;
+              if (outcome.passed) info.reason = "skip_if: " + outcome.summary + "; already done";
+            } else if (outcome.passed) {
+              event = StepEvent::kVerifyPassed;
+            } else {
+              event = StepEvent::kVerifyFailed;
+              info.reason = "verify failed: " + outcome.summary;
+              info.evidence = std::move(outcome.evidence);
+            }
+            Dispatch(id, index, event, std::move(info), Source::kChecks, gen);
+          }));
+}
+
+Status RunManager::Cancel(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) {
+    Result<std::optional<RunRecord>> loaded = store_.LoadRun(run_id, false);
+    if (!loaded.ok()) return loaded.status();
+    if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+    return Status::Error("run " + run_id + " has already finished (" +
+                         std::string(ToString(loaded.value()->state)) + ")");
+  }
+  run->stopping = true;
+  if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
+  for (size_t i = 0; i < run->live.size(); ++i) {
+    if (IsTerminal(run->record.steps[i].state)) continue;
+    EventInfo info;
+    info.reason = "cancelled by operator";
+    Dispatch(run_id, i, StepEvent::kCancel, std::move(info), Source::kOperator, 0);
+  }
+  run->stopping = false;
+  Finish(*run, RunState::kCancelled, "cancelled by operator", "");
+  return Status::Ok();
+}
+
+Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
+  for (size_t i = 0; i < run.live.size(); ++i) {
+    StepState s = run.record.steps[i].state;
+    bool reset = i >= run.main_count ? IsTerminal(s)
+                                     : i >= from && (s == StepState::kFailed ||
+                                                     s == StepState::kCancelled);
+    if (reset) Dispatch(run.record.id, i, StepEvent::kOperatorRetry, {}, Source::kOperator, 0);
+  }
+  run.preflight_done = false;  // the host may have changed: check again before acting
+  if (!CommitRunState(run, RunState::kRunning, why, "")) return Status::Error("cannot record");
+  Start(run);
+  return Status::Ok();
+}
+
+namespace {
+
+Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id) {
+  Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, true);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+  RunRecord record = *loaded.value();
+  if (record.state != RunState::kFailed && record.state != RunState::kCancelled)
+    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) +
+                         "; only a failed or cancelled run can be retried");
+  return record;
+}
+
+std::optional<size_t> StepIndex(const RunRecord& record, const std::string& step_id) {
+  for (const auto& s : record.steps)
+    if (s.id == step_id) return s.index;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
+  if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
+  Result<RunRecord> record = LoadFinished(store_, run_id);
+  if (!record.ok()) return record.status();
+  size_t from = 0;
+  if (!step_id.empty()) {
+    auto index = StepIndex(record.value(), step_id);
+    if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+    if (!IsTerminal(record->steps[*index].state))
+      return Status::Error("step " + step_id + " has not run yet");
+    from = *index;
+  }
+  Result<ActiveRun*> run = Activate(record.value());
+  if (!run.ok()) return run.status();
+  ActiveRun& r = *run.value();
+  if (!step_id.empty())
+    Dispatch(run_id, from, StepEvent::kOperatorRetry, {}, Source::kOperator, 0);
+  return Reopen(r, from, step_id.empty() ? "retry requested" : "retry from " + step_id);
+}
+
+Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
+  if (ActiveRun* run = Find(run_id)) {
+    auto index = StepIndex(run->record, step_id);
+    if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+    StepState s = run->record.steps[*index].state;
+    if (s != StepState::kPending && s != StepState::kWaiting)
+      return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
+                           "; only a step that has not started, or has failed, can be skipped");
+    EventInfo info;
+    info.reason = "skipped by operator";
+    Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
+    return Status::Ok();
+  }
+  Result<RunRecord> record = LoadFinished(store_, run_id);
+  if (!record.ok()) return record.status();
+  auto index = StepIndex(record.value(), step_id);
+  if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+  StepState s = record->steps[*index].state;
+  if (s == StepState::kSucceeded || s == StepState::kSkipped)
+    return Status::Error("step " + step_id + " is already " + std::string(ToString(s)));
+  Result<ActiveRun*> run = Activate(record.value());
+  if (!run.ok()) return run.status();
+  EventInfo info;
+  info.reason = "skipped by operator";
+  Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
+  return Reopen(*run.value(), *index, "skipped " + step_id);
+}
+
+std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener) {
+  std::uint64_t token = next_token_++;
+  listeners_[token] = {run_id, std::move(listener)};
+  return token;
+}
+
+void RunManager::Unsubscribe(std::uint64_t token) { listeners_.erase(token); }
+
+void RunManager::Notify(const std::string& run_id, const EventRecord& event, int attempt) {
+  if (listeners_.empty()) return;
+  json::object line;
+  line["type"] = "event";
+  line["run"] = run_id;
+  line["step"] = event.step_id;
+  line["kind"] = event.kind;
+  line["state"] = event.state;
+  line["detail"] = event.detail;
+  line["attempt"] = attempt;
+  line["at_ms"] = event.at_ms ? event.at_ms : NowMs();
+  std::vector<Listener> targets;
+  for (const auto& [token, entry] : listeners_)
+    if (entry.first == run_id) targets.push_back(entry.second);
+  for (const auto& l : targets) l(line);
+}
+
+void RunManager::Shutdown() {
+  for (auto& [id, run] : runs_) {
+    run->stopping = true;
+    if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
+    for (auto& live : run->live) {
+      live.timer->cancel();
+      if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+    }
+  }
+  listeners_.clear();
+}
+
+json::object RunToJson(const RunRecord& run) {
+  json::object o;
+  o["id"] = run.id;
+  o["plan"] = run.plan_name;
+  o["plan_file"] = run.plan_file;
+  o["state"] = ToString(run.state);
+  o["created_at_ms"] = run.created_at_ms;
+  o["finished_at_ms"] = run.finished_at_ms;
+  o["reason"] = run.reason;
+  json::object vars;
+  for (const auto& [k, v] : run.vars) vars[k] = v;
+  o["vars"] = std::move(vars);
+  if (!run.evidence.empty()) {
+    boost::system::error_code ec;
+    json::value ev = json::parse(run.evidence, ec);
+    if (!ec) o["evidence"] = std::move(ev);
+  }
+  json::array steps;
+  for (const StepRecord& s : run.steps) {
+    json::object so;
+    so["id"] = s.id;
+    so["phase"] = s.phase;
+    so["state"] = ToString(s.state);
+    so["attempts"] = s.attempts;
+    so["started_at_ms"] = s.started_at_ms;
+    so["finished_at_ms"] = s.finished_at_ms;
+    so["exit_status"] = s.exit_status ? json::value(*s.exit_status) : json::value(nullptr);
+    if (s.pid) so["pid"] = *s.pid;
+    so["reason"] = s.reason;
+    if (!s.evidence.empty()) {
+      boost::system::error_code ec;
+      json::value ev = json::parse(s.evidence, ec);
+      if (!ec) so["evidence"] = std::move(ev);
+    }
+    steps.push_back(std::move(so));
+  }
+  if (!run.steps.empty()) o["steps"] = std::move(steps);
+  return o;
+}
+
+}  // namespace deployd

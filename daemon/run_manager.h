@@ -1,0 +1,108 @@
+// RunManager: carries out runs. It feeds each step's events to the StepMachine, commits every
+// transition to the RunStore before acting on it, and executes the effects: starting actions
+// (ChildProcess), running checks, arming timers, stopping process groups.
+//
+// How it works: steps run strictly in plan order, one at a time per run. Advance() finds the
+// run's first step that is not finished and starts it; every completion (a child's exit, a
+// check's answer, a timer) comes back as a StepEvent through Dispatch(), which commits the
+// transition, tells the listeners, runs the effects and, when the step has finished, calls
+// Advance() again. When a main step fails, the plan's on_failure steps run and the run fails.
+//
+// Every asynchronous completion carries the step's generation; a completion from an earlier
+// attempt (a child killed by a timeout that exits later, say) is recognised and dropped.
+// One thread: everything runs on the io_context given at construction.
+#ifndef DEPLOYD_RUN_MANAGER_H_
+#define DEPLOYD_RUN_MANAGER_H_
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deployd/status.h"
+#include "run_store.h"
+#include "step_machine.h"
+
+namespace deployd {
+
+struct RunManagerOptions {
+  std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
+  std::uint64_t log_cap_bytes = 64ull << 20;
+};
+
+struct ApplyResult {
+  std::string run_id;                    // set on success
+  std::vector<std::string> diagnostics;  // formatted plan errors
+  Status status;                         // !ok: why nothing was started
+};
+
+class RunManager {
+ public:
+  RunManager(boost::asio::any_io_executor ex, RunStore& store, RunManagerOptions options);
+  ~RunManager();
+
+  // Resumes every run the store holds as unfinished (DESIGN.md §1 "Crash and restart").
+  void Recover();
+  // Validates the plan with the variables, records the run and starts it.
+  ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
+                    const std::map<std::string, std::string>& vars);
+  Status Cancel(const std::string& run_id);
+  // Starts a failed or cancelled run again from `step_id` (default: its first unfinished step).
+  Status Retry(const std::string& run_id, const std::string& step_id);
+  // Marks a step that is not running as skipped, and lets its run go on.
+  Status Skip(const std::string& run_id, const std::string& step_id);
+
+  // Live view of one run: called with each committed event, as a JSON object
+  // {"type": "event", "run", "step", "kind", "state", "attempt", "detail", "at_ms"}.
+  using Listener = std::function<void(const boost::json::object& event)>;
+  std::uint64_t Subscribe(const std::string& run_id, Listener listener);
+  void Unsubscribe(std::uint64_t token);
+
+  std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  // Stops timers and checks; leaves every child process running (the next start recovers).
+  void Shutdown();
+
+  struct ActiveRun;
+
+ private:
+  struct EventInfo;
+  // Which generation an asynchronous completion belongs to (see the class comment).
+  enum class Source { kOperator, kAction, kChecks, kTimer };
+
+  ActiveRun* Find(const std::string& run_id);
+  Result<ActiveRun*> Activate(const RunRecord& record);
+  void Start(ActiveRun& run);
+  void Advance(ActiveRun& run);
+  void RunPreflight(ActiveRun& run);
+  void Finish(ActiveRun& run, RunState state, const std::string& reason,
+              const std::string& evidence);
+  void Dispatch(const std::string& run_id, size_t index, StepEvent event, EventInfo info,
+                Source source, int generation);
+  void StartAction(ActiveRun& run, size_t index);
+  void StartChecks(ActiveRun& run, size_t index, bool skip_if);
+  void StopAction(ActiveRun& run, size_t index);
+  // Re-opens a finished run from `from` on: failed or cancelled main steps and every
+  // on_failure step become pending again, and the run is running.
+  Status Reopen(ActiveRun& run, size_t from, const std::string& why);
+  bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
+                      const std::string& evidence);
+  void Notify(const std::string& run_id, const EventRecord& event, int attempt);
+
+  boost::asio::any_io_executor ex_;
+  RunStore& store_;
+  RunManagerOptions options_;
+  std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
+  std::map<std::uint64_t, std::pair<std::string, Listener>> listeners_;
+  std::uint64_t next_token_ = 1;
+};
+
+// The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.
+boost::json::object RunToJson(const RunRecord& run);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_RUN_MANAGER_H_

@@ -1,0 +1,134 @@
+#include "step_machine.h"
+
+namespace deployd {
+namespace {
+
+using E = StepEffect;
+using S = StepState;
+
+StepTransition To(S next, std::vector<E> effects = {}) {
+  StepTransition t;
+  t.valid = true;
+  t.next = next;
+  t.effects = std::move(effects);
+  return t;
+}
+
+// After a failed attempt: another attempt after the delay, or the step has failed.
+StepTransition AfterFailure(const StepFacts& f, std::vector<E> stop) {
+  if (f.attempts < f.max_attempts) {
+    stop.push_back(E::kScheduleRetry);
+    return To(S::kPending, std::move(stop));
+  }
+  return To(S::kFailed, std::move(stop));
+}
+
+StepTransition Fire() { return To(S::kRunning, {E::kFire}); }
+
+// The action has done its part (exited 0, or started in the background).
+StepTransition ActionDone(const StepFacts& f) {
+  return f.has_verify ? To(S::kVerifying, {E::kStartVerify}) : To(S::kSucceeded);
+}
+
+StepTransition Interrupted() {
+  StepTransition t = To(S::kFailed);
+  t.interrupted = true;
+  return t;
+}
+
+}  // namespace
+
+StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
+  switch (event) {
+    case StepEvent::kStart:
+      if (state != S::kPending) break;
+      return f.has_skip_if ? To(S::kPending, {E::kEvaluateSkip}) : Fire();
+    case StepEvent::kSkipMatched:
+      if (state != S::kPending) break;
+      return To(S::kSkipped);
+    case StepEvent::kSkipNotMatched:
+    case StepEvent::kRetryDue:
+      if (state != S::kPending) break;
+      return Fire();
+    case StepEvent::kActionSucceeded:
+      if (state != S::kRunning || f.background) break;
+      return ActionDone(f);
+    case StepEvent::kActionStarted:
+      if (state != S::kRunning || !f.background) break;
+      return ActionDone(f);
+    case StepEvent::kActionFailed:
+      if (state == S::kRunning) return AfterFailure(f, {E::kStopAction});
+      // Only a background action is still alive while the step verifies.
+      if (state == S::kVerifying && f.background)
+        return AfterFailure(f, {E::kStopVerify, E::kStopAction});
+      break;
+    case StepEvent::kVerifyPassed:
+      if (state != S::kVerifying) break;
+      return To(S::kSucceeded);
+    case StepEvent::kVerifyFailed:
+      if (state != S::kVerifying) break;
+      if (f.recovering) return f.idempotent ? Fire() : Interrupted();
+      return AfterFailure(f, {E::kStopAction});
+    case StepEvent::kCancel:
+      switch (state) {
+        case S::kPending:
+        case S::kWaiting:
+          return To(S::kCancelled);
+        case S::kRunning:
+          return To(S::kCancelled, {E::kStopAction});
+        case S::kVerifying:
+          return To(S::kCancelled, {E::kStopVerify, E::kStopAction});
+        default:
+          break;
+      }
+      break;
+    case StepEvent::kRecover:
+      if (state != S::kRunning && state != S::kVerifying) break;
+      // A step with checks can prove it is done; otherwise only a safe step is repeated.
+      if (f.has_verify) return To(S::kVerifying, {E::kStartVerify});
+      return f.idempotent ? Fire() : Interrupted();
+    case StepEvent::kOperatorSkip:
+      if (state != S::kPending && state != S::kFailed && state != S::kWaiting &&
+          state != S::kCancelled)
+        break;
+      return To(S::kSkipped);
+    case StepEvent::kOperatorRetry:
+      if (!IsTerminal(state)) break;
+      return To(S::kPending, {E::kResetAttempts});
+  }
+  return StepTransition{};
+}
+
+std::string_view ToString(StepEvent event) {
+  switch (event) {
+    case StepEvent::kStart: return "start";
+    case StepEvent::kSkipMatched: return "skip-matched";
+    case StepEvent::kSkipNotMatched: return "skip-not-matched";
+    case StepEvent::kActionSucceeded: return "action-succeeded";
+    case StepEvent::kActionStarted: return "action-started";
+    case StepEvent::kActionFailed: return "action-failed";
+    case StepEvent::kVerifyPassed: return "verify-passed";
+    case StepEvent::kVerifyFailed: return "verify-failed";
+    case StepEvent::kRetryDue: return "retry-due";
+    case StepEvent::kCancel: return "cancel";
+    case StepEvent::kRecover: return "recover";
+    case StepEvent::kOperatorSkip: return "operator-skip";
+    case StepEvent::kOperatorRetry: return "operator-retry";
+  }
+  return "unknown";
+}
+
+std::string_view ToString(StepEffect effect) {
+  switch (effect) {
+    case StepEffect::kEvaluateSkip: return "evaluate-skip";
+    case StepEffect::kFire: return "fire";
+    case StepEffect::kStartVerify: return "start-verify";
+    case StepEffect::kStopVerify: return "stop-verify";
+    case StepEffect::kStopAction: return "stop-action";
+    case StepEffect::kScheduleRetry: return "schedule-retry";
+    case StepEffect::kResetAttempts: return "reset-attempts";
+  }
+  return "unknown";
+}
+
+}  // namespace deployd

@@ -1,0 +1,75 @@
+// StepMachine: the pure state machine of one step (DESIGN.md §1 "Fire and verify").
+//
+// NextState(state, facts, event) → the next state and the effects the run manager must carry
+// out, in order. No I/O, no clock, no randomness: every (state × event) pair is covered by a
+// table test. A pair that makes no sense (a stale event from an earlier attempt, a verify result
+// for a step that is not verifying) is `valid == false` and changes nothing.
+#ifndef DEPLOYD_STEP_MACHINE_H_
+#define DEPLOYD_STEP_MACHINE_H_
+
+#include <string_view>
+#include <vector>
+
+#include "deployd/states.h"
+
+namespace deployd {
+
+// What the machine must know about the step besides its state.
+struct StepFacts {
+  bool has_skip_if = false;
+  bool has_verify = false;
+  bool background = false;
+  bool idempotent = false;
+  int attempts = 0;      // attempts fired so far
+  int max_attempts = 1;  // retries + 1
+  bool recovering = false;  // re-verifying after a daemon restart interrupted the step
+};
+
+enum class StepEvent {
+  kStart,            // the scheduler reached this step
+  kSkipMatched,      // every skip_if check passed
+  kSkipNotMatched,   // some skip_if check failed
+  kActionSucceeded,  // foreground action exited 0
+  kActionStarted,    // background action was started
+  kActionFailed,     // non-zero exit, timeout, fail_on line, cannot start
+  kVerifyPassed,
+  kVerifyFailed,
+  kRetryDue,         // the retry delay has elapsed
+  kCancel,           // the run is being cancelled
+  kRecover,          // the daemon restarted while the step was running or verifying
+  kOperatorSkip,     // deployctl skip
+  kOperatorRetry,    // deployctl retry (a finished step starts afresh)
+};
+inline constexpr StepEvent kAllStepEvents[] = {
+    StepEvent::kStart,         StepEvent::kSkipMatched,     StepEvent::kSkipNotMatched,
+    StepEvent::kActionSucceeded, StepEvent::kActionStarted, StepEvent::kActionFailed,
+    StepEvent::kVerifyPassed,  StepEvent::kVerifyFailed,    StepEvent::kRetryDue,
+    StepEvent::kCancel,        StepEvent::kRecover,         StepEvent::kOperatorSkip,
+    StepEvent::kOperatorRetry};
+
+enum class StepEffect {
+  kEvaluateSkip,   // run the skip_if checks
+  kFire,           // start a new attempt of the action (attempts + 1)
+  kStartVerify,    // run the verify checks
+  kStopVerify,     // cancel running verify checks
+  kStopAction,     // SIGTERM the action's process group, SIGKILL after the grace period
+  kScheduleRetry,  // arm the retry timer (delay doubles with each attempt)
+  kResetAttempts,  // attempts = 0 (an operator asked for a fresh start)
+};
+
+struct StepTransition {
+  bool valid = false;
+  StepState next = StepState::kPending;
+  std::vector<StepEffect> effects;
+  // Set when the step fails because it was interrupted and is not safe to repeat.
+  bool interrupted = false;
+};
+
+StepTransition NextState(StepState state, const StepFacts& facts, StepEvent event);
+
+std::string_view ToString(StepEvent event);
+std::string_view ToString(StepEffect effect);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_STEP_MACHINE_H_

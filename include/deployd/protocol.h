@@ -1,0 +1,35 @@
+// The control protocol between deployctl and deployd (DESIGN.md §3): newline-delimited JSON
+// over a Unix stream socket. Each request is one object on one line:
+//
+//   {"v": 1, "op": "apply", "plan_text": "...", "plan_file": "demo.yaml", "vars": {"k": "v"}}
+//   {"v": 1, "op": "runs"}                 {"v": 1, "op": "status", "run": "demo-3"}
+//   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional)
+//   {"v": 1, "op": "cancel" | "follow", "run": "demo-3"}
+//   {"v": 1, "op": "retry" | "skip", "run": "demo-3", "step": "fetch"}  (retry: step optional)
+//   {"v": 1, "op": "ping"}
+//
+// Each answer is one line: {"ok": true, …} or {"ok": false, "error": "one line for humans"}
+// (an invalid plan adds "diagnostics": ["FILE:LINE:COL: error: …", …]). `follow` answers with a
+// stream: {"type": "snapshot", "run": RUN}, then {"type": "event", …} lines as transitions are
+// committed, and {"type": "end", "run": RUN} once the run has reached a terminal state.
+// A connection may carry several requests, one after the other.
+#ifndef DEPLOYD_PROTOCOL_H_
+#define DEPLOYD_PROTOCOL_H_
+
+#include <cstddef>
+
+namespace deployd {
+
+inline constexpr int kProtocolVersion = 1;
+// A request line longer than this is refused and the connection closed.
+inline constexpr std::size_t kMaxRequestBytes = 4u << 20;
+
+// deployctl's exit codes (binding).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_PROTOCOL_H_

@@ -1,0 +1,163 @@
+// Table tests of the step machine: every (state × event) pair, for the combinations of facts
+// that change its answers. A cell reads "next:effect,effect", "next!" for a step failed as
+// interrupted, or "-" for a pair that is ignored.
+#include "step_machine.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+using namespace deployd;
+
+namespace {
+
+constexpr StepState kAllStates[] = {StepState::kPending,   StepState::kRunning,
+                                    StepState::kVerifying, StepState::kSucceeded,
+                                    StepState::kFailed,    StepState::kSkipped,
+                                    StepState::kCancelled, StepState::kWaiting};
+
+std::string Cell(const StepTransition& t) {
+  if (!t.valid) return "-";
+  std::string s(ToString(t.next));
+  if (t.interrupted) s += "!";
+  for (size_t i = 0; i < t.effects.size(); ++i)
+    s += (i ? "," : ":") + std::string(ToString(t.effects[i]));
+  return s;
+}
+
+using Row = std::map<std::string, std::string>;  // event → cell; events not listed are "-"
+
+void CheckTable(const StepFacts& facts, const std::map<std::string, Row>& expected) {
+  for (StepState state : kAllStates) {
+    for (StepEvent event : kAllStepEvents) {
+      std::string want = "-";
+      auto row = expected.find(std::string(ToString(state)));
+      if (row != expected.end()) {
+        auto cell = row->second.find(std::string(ToString(event)));
+        if (cell != row->second.end()) want = cell->second;
+      }
+      INFO("state " << ToString(state) << ", event " << ToString(event));
+      CHECK(Cell(NextState(state, facts, event)) == want);
+    }
+  }
+}
+
+// The rows every variant shares: terminal states and operator verbs.
+std::map<std::string, Row> Common() {
+  return {
+      {"succeeded", {{"operator-retry", "pending:reset-attempts"}}},
+      {"skipped", {{"operator-retry", "pending:reset-attempts"}}},
+      {"failed",
+       {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
+      {"cancelled",
+       {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
+      {"waiting", {{"cancel", "cancelled"}, {"operator-skip", "skipped"}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("step machine: foreground step, no checks, last attempt") {
+  StepFacts f;
+  f.attempts = 1;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-succeeded", "succeeded"},
+                      {"action-failed", "failed:stop-action"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "failed!"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "failed:stop-action"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "failed!"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: skip_if and verify, attempts left") {
+  StepFacts f;
+  f.has_skip_if = true;
+  f.has_verify = true;
+  f.attempts = 1;
+  f.max_attempts = 3;
+  auto table = Common();
+  table["pending"] = {{"start", "pending:evaluate-skip"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-succeeded", "verifying:start-verify"},
+                      {"action-failed", "pending:stop-action,schedule-retry"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "pending:stop-action,schedule-retry"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "verifying:start-verify"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: background step with verify, last attempt") {
+  StepFacts f;
+  f.background = true;
+  f.has_verify = true;
+  f.attempts = 2;
+  f.max_attempts = 2;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-started", "verifying:start-verify"},
+                      {"action-failed", "failed:stop-action"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
+                        {"verify-passed", "succeeded"},
+                        {"verify-failed", "failed:stop-action"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "verifying:start-verify"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: recovering an idempotent background step without verify") {
+  StepFacts f;
+  f.background = true;
+  f.idempotent = true;
+  f.recovering = true;
+  f.attempts = 1;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-started", "succeeded"},
+                      {"action-failed", "failed:stop-action"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "running:fire"}};
+  table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
+                        {"verify-passed", "succeeded"},
+                        {"verify-failed", "running:fire"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "running:fire"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: a non-idempotent step whose re-verify fails is interrupted") {
+  StepFacts f;
+  f.has_verify = true;
+  f.recovering = true;
+  f.attempts = 1;
+  f.max_attempts = 5;  // retries do not apply to an interruption: repeating is not safe
+  StepTransition t = NextState(StepState::kVerifying, f, StepEvent::kVerifyFailed);
+  CHECK(Cell(t) == "failed!");
+}
