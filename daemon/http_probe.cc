@@ -75,6 +75,15 @@ asio::awaitable<Result<HttpResponse>> Exchange(const HttpRequest& request, const
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxBody);
   auto [read_ec, read] = co_await http::async_read(socket, buffer, parser, kUseAwaitable);
+  if (read_ec == http::error::body_limit && parser.is_header_done()) {
+    // A large answer (a model file, say) still has a status: the check can judge it, and
+    // only a body_contains needs the body.
+    HttpResponse response;
+    response.status = static_cast<int>(parser.get().result_int());
+    response.body = std::move(parser.get().body());
+    response.body_too_large = true;
+    co_return response;
+  }
   if (read_ec) co_return Status::Error(ErrorText(read_ec));
 
   error_code ignored;
