@@ -64,6 +64,36 @@ steps:
         run, _ = self.d.apply(plan, "--var", "port=%d" % server.port, check=0)
         self.assertEqual(self.d.step(run, "launch")["state"], "succeeded")
 
+    def test_http_verify_of_a_large_body(self):
+        # A status check of a large answer (a model file) passes; body_contains cannot look
+        # past the probe's 4MiB and says so.
+        server = self.http_server()
+        server.set("/model.bin", 200, b"weights " * (1 << 20))  # 8MiB
+        plan = self.d.write_plan("large.yaml", """\
+version: 1
+name: large-body
+vars:
+  port: "0"
+steps:
+  - id: status-only
+    run: 'true'
+    verify:
+      - http: {url: "http://127.0.0.1:${port}/model.bin", status: 200}
+  - id: contains
+    run: 'true'
+    verify:
+      - http: {url: "http://127.0.0.1:${port}/model.bin", body_contains: weights}
+""")
+        run, _ = self.d.apply(plan, "--var", "port=%d" % server.port, check=1)
+        status = self.d.status_json(run)
+        self.assertEqual(self.d.step(run, "status-only", status)["state"], "succeeded")
+        contains = self.d.step(run, "contains", status)
+        self.assertEqual(contains["state"], "failed")
+        self.assertEqual(contains["reason"],
+                         "verify failed: http GET http://127.0.0.1:%d/model.bin: status 200, "
+                         "response body larger than 4MiB" % server.port)
+        self.assertEqual(contains["evidence"]["status_code"], 200)
+
 
 class TimeoutTest(DaemonTestCase):
     def test_timeout_kills_the_whole_process_group(self):
