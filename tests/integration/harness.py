@@ -172,9 +172,12 @@ class HttpServer:
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
                 self.close_connection = True
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a probe may stop reading a large answer after its header
 
             do_GET = _answer
             do_POST = _answer

@@ -29,8 +29,8 @@ class LifecycleTest(DaemonTestCase):
     def test_socket_mode_is_0660_and_kept_across_restarts(self):
         self.assertEqual(socket_mode(self.d.socket), (True, 0o660))
         os.chmod(self.d.socket, 0o666)
-        self.assertEqual(self.d.stop(), 0)
-        self.d.start()
+        self.d.restart()  # SIGTERM, then a new start on the same socket and state
+        self.assertEqual(self.d.proc.returncode, None)
         self.assertEqual(socket_mode(self.d.socket), (True, 0o660))
         # After a crash the stale socket file is replaced, with the same mode.
         os.chmod(self.d.socket, 0o666)

@@ -2,8 +2,6 @@
 arguments, unknown runs, no daemon, and malformed requests on the raw socket."""
 
 import json
-import os
-import socket
 import unittest
 
 from harness import DaemonTestCase, read_line

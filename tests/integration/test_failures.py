@@ -5,7 +5,7 @@ import os
 import time
 import unittest
 
-from harness import DaemonTestCase, pids_with_marker, unique_marker, wait_no_marker, wait_until
+from harness import DaemonTestCase, free_port, pids_with_marker, unique_marker, wait_no_marker, wait_until
 
 
 class VerifyFailureTest(DaemonTestCase):
@@ -63,6 +63,28 @@ steps:
 """)
         run, _ = self.d.apply(plan, "--var", "port=%d" % server.port, check=0)
         self.assertEqual(self.d.step(run, "launch")["state"], "succeeded")
+
+    def test_tcp_verify_with_nothing_listening(self):
+        port = free_port()
+        plan = self.d.write_plan("tcp.yaml", """\
+version: 1
+name: tcp-e2e
+vars:
+  port: "0"
+preflight:
+  - port_free: {port: "${port}", host: 127.0.0.1}
+steps:
+  - id: listen
+    run: 'true'
+    verify:
+      - tcp: 127.0.0.1:${port}
+""")
+        run, _ = self.d.apply(plan, "--var", "port=%d" % port, check=1)
+        step = self.d.step(run, "listen")
+        self.assertEqual(step["state"], "failed")
+        self.assertEqual(step["reason"],
+                         "verify failed: tcp 127.0.0.1:%d: connection refused" % port)
+        self.assertEqual(step["evidence"]["error"], "connection refused")
 
     def test_http_verify_of_a_large_body(self):
         # A status check of a large answer (a model file) passes; body_contains cannot look

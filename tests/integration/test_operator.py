@@ -101,7 +101,7 @@ steps:
         cp = self.d.ctl("skip", run, "broken", check=2)
         self.assertEqual(cp.stderr, "deployctl: error: run %s is succeeded; only a failed or "
                                     "cancelled run can be retried\n" % run)
-        cp = self.d.ctl("skip", run, "nosuch", check=2)
+        self.d.ctl("skip", run, "nosuch", check=2)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ runs JSON, logs, skip_if, on_failure and preflight."""
 
 import json
 import os
-import re
 import unittest
 
 from harness import DaemonTestCase
