@@ -694,6 +694,10 @@ std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener
 void RunManager::Unsubscribe(std::uint64_t token) { listeners_.erase(token); }
 
 void RunManager::Notify(const std::string& run_id, const EventRecord& event, int attempt) {
+  if (options_.on_activity) {
+    std::string what = event.step_id.empty() ? "" : " step " + event.step_id;
+    options_.on_activity(run_id + what + " " + (event.state.empty() ? event.kind : event.state));
+  }
   if (listeners_.empty()) return;
   EventRecord stamped = event;
   if (!stamped.at_ms) stamped.at_ms = NowMs();

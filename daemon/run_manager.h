@@ -32,6 +32,9 @@ namespace deployd {
 struct RunManagerOptions {
   std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
   std::uint64_t log_cap_bytes = 64ull << 20;
+  // Called after each committed event with a one-line summary of what deployd is doing
+  // (for systemd's STATUS=).
+  std::function<void(const std::string& activity)> on_activity;
 };
 
 struct ApplyResult {
@@ -63,6 +66,7 @@ class RunManager {
   void Unsubscribe(std::uint64_t token);
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
