@@ -39,6 +39,10 @@ TAG_VAR = "DEPLOYD_E2E_TAG"
 
 TERMINAL_RUN_STATES = ("succeeded", "failed", "cancelled")
 
+# What systemd gives a service; a test daemon must not talk to the test runner's systemd.
+SYSTEMD_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM",
+                "INVOCATION_ID", "LISTEN_FDS", "LISTEN_PID")
+
 
 def wait_until(predicate, timeout=RUN_TIMEOUT, interval=0.05, message="condition"):
     """Polls predicate() until it returns a true value (returned) or the deadline passes."""
@@ -224,11 +228,15 @@ class Daemon:
 
     # -- lifecycle
 
-    def start(self):
+    def start(self, extra_env=None):
+        """Starts deployd and waits (bounded) until its socket answers. `extra_env` is added
+        to its environment (which never inherits the test runner's systemd variables)."""
         assert self.proc is None or self.proc.poll() is not None, "deployd is already running"
         env = dict(os.environ)
+        for name in SYSTEMD_VARS + ("DEPLOYD_SOCKET",):
+            env.pop(name, None)
         env[TAG_VAR] = self.tag
-        env.pop("DEPLOYD_SOCKET", None)
+        env.update(extra_env or {})
         self._log = open(self.log_path, "ab")
         self._log.write(("---- start %d ----\n" % (self.starts + 1)).encode())
         self._log.flush()

@@ -3,6 +3,7 @@ may not control it, and refusing a second daemon on the same socket."""
 
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import unittest
@@ -49,6 +50,33 @@ class LifecycleTest(DaemonTestCase):
                       % self.d.socket, cp.stderr)
         # The first one still serves.
         self.d.ctl("runs", check=0)
+
+
+class SystemdNotifyTest(DaemonTestCase):
+    start_daemon = False
+
+    def test_readiness_watchdog_and_stopping(self):
+        # systemd's side of the readiness protocol: a datagram socket named by NOTIFY_SOCKET.
+        path = self.d.path("notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(sock.close)
+        sock.bind(path)
+        sock.settimeout(30)
+        self.d.start(extra_env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"})
+        messages = []
+
+        def receive_until(text):
+            while not any(text in m for m in messages):
+                messages.append(sock.recv(4096).decode())
+            return [m for m in messages if text in m]
+
+        ready = receive_until("READY=1")[0]
+        self.assertIn("STATUS=listening on %s" % self.d.socket, ready)
+        # The watchdog is pinged while the daemon's loop runs: at least twice.
+        while sum("WATCHDOG=1" in m for m in messages) < 2:
+            messages.append(sock.recv(4096).decode())
+        self.assertEqual(self.d.stop(), 0, self.d.log())
+        receive_until("STOPPING=1")
 
 
 class PeerCredentialsTest(DaemonTestCase):

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from harness import DEPLOYCTL_BIN, DEPLOYD_BIN, SOURCE_DIR, TAG_VAR, kill_marked, unique_marker
+from harness import DEPLOYCTL_BIN, DEPLOYD_BIN, SOURCE_DIR, SYSTEMD_VARS, TAG_VAR, kill_marked, unique_marker
 
 DEMO_PORTS = (18700, 18701)  # fixed in plans/demo.yaml and tests/demo/run-demo.sh
 
@@ -51,7 +51,8 @@ class DemoTest(unittest.TestCase):
         build_dir = os.path.dirname(os.path.dirname(os.path.abspath(DEPLOYD_BIN)))
         script = os.path.join(SOURCE_DIR, "tests", "demo", "run-demo.sh")
         env = dict(os.environ)
-        env.pop("DEPLOYD_SOCKET", None)
+        for name in SYSTEMD_VARS + ("DEPLOYD_SOCKET",):
+            env.pop(name, None)
         # Whatever the script leaves behind (it cleans up after itself, unless it is killed)
         # carries this tag and is killed afterwards.
         env[TAG_VAR] = unique_marker("demo")
