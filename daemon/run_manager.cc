@@ -618,14 +618,16 @@ Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
 
 namespace {
 
-Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id) {
+// `refusal` ends the message for a run in any other state than failed or cancelled.
+Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id,
+                               const std::string& refusal) {
   Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, true);
   if (!loaded.ok()) return loaded.status();
   if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
   RunRecord record = *loaded.value();
   if (record.state != RunState::kFailed && record.state != RunState::kCancelled)
-    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) +
-                         "; only a failed or cancelled run can be retried");
+    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) + "; " +
+                         refusal);
   return record;
 }
 
@@ -639,7 +641,8 @@ std::optional<size_t> StepIndex(const RunRecord& record, const std::string& step
 
 Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
   if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
-  Result<RunRecord> record = LoadFinished(store_, run_id);
+  Result<RunRecord> record =
+      LoadFinished(store_, run_id, "only a failed or cancelled run can be retried");
   if (!record.ok()) return record.status();
   size_t from = 0;
   if (!step_id.empty()) {
@@ -670,7 +673,8 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
     Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
     return Status::Ok();
   }
-  Result<RunRecord> record = LoadFinished(store_, run_id);
+  Result<RunRecord> record = LoadFinished(
+      store_, run_id, "only steps of a running, failed or cancelled run can be skipped");
   if (!record.ok()) return record.status();
   auto index = StepIndex(record.value(), step_id);
   if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");

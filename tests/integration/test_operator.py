@@ -99,8 +99,8 @@ steps:
 
         # Skipping it again is refused.
         cp = self.d.ctl("skip", run, "broken", check=2)
-        self.assertEqual(cp.stderr, "deployctl: error: run %s is succeeded; only a failed or "
-                                    "cancelled run can be retried\n" % run)
+        self.assertEqual(cp.stderr, "deployctl: error: run %s is succeeded; only steps of a "
+                                    "running, failed or cancelled run can be skipped\n" % run)
         self.d.ctl("skip", run, "nosuch", check=2)
 
 
