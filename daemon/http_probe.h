@@ -35,7 +35,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  std::string body;  // at most kMaxBody bytes are read
+  std::string body;        // the first MiB at most
+  bool truncated = false;  // the body was longer than what was read
 };
 
 // Resolves, connects, sends, reads the response; all within request.timeout.
@@ -43,9 +44,6 @@ boost::asio::awaitable<Result<HttpResponse>> HttpProbe(const HttpRequest& reques
 
 // Resolves and connects to host:port within `timeout`, then closes the connection.
 boost::asio::awaitable<Status> TcpProbe(const std::string& host, int port, Duration timeout);
-
-// "10s", "1500ms", "2m": for messages.
-std::string DurationText(Duration d);
 
 }  // namespace deployd
 
