@@ -237,6 +237,11 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     std::deque<json::object> queue;
     bool ended = IsTerminal(loaded.value()->state);
     queue.push_back({{"ok", true}, {"type", "snapshot"}, {"run", RunToJson(*loaded.value())}});
+    // What happened before the client asked, then what happens next: one thread, so no event
+    // falls between the two.
+    Result<std::vector<EventRecord>> past = store.Events(run_id);
+    if (!past.ok()) co_return co_await Send(Error(past.status().message()));
+    for (const EventRecord& e : past.value()) queue.push_back(EventToJson(run_id, e));
     std::uint64_t token = 0;
     if (!ended) {
       token = server_.runs_.Subscribe(run_id, [this, &queue, &store, run_id](

@@ -223,6 +223,7 @@ int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
       std::string state = Str(line, "state");
       std::string detail = Str(line, "detail");
       if (Str(line, "kind") == "run.preflight") state = "preflight";
+      if (Str(line, "kind") == "run.created") state = "created";
       std::printf("[%8s] %-24s %-10s %s\n", Seconds(at - origin).c_str(), what.c_str(),
                   state.c_str(), detail.c_str());
       std::fflush(stdout);

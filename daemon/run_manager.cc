@@ -400,6 +400,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   tr.event.state = std::string(ToString(next.state));
   tr.event.detail = has(StepEffect::kFire) ? "attempt " + std::to_string(next.attempts)
                                            : next.reason;
+  if (has(StepEffect::kEvaluateSkip)) tr.event.detail = "checking skip_if";
   if (event == StepEvent::kRecover) tr.event.detail = "deployd restarted; " + tr.event.detail;
   if (Status s = store_.Commit(tr); !s.ok()) {
     // Not recorded, so not acted on: the database stays the truth.
@@ -689,16 +690,15 @@ std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener
 void RunManager::Unsubscribe(std::uint64_t token) { listeners_.erase(token); }
 
 void RunManager::Notify(const std::string& run_id, const EventRecord& event, int attempt) {
+  if (options_.on_activity) {
+    std::string what = event.step_id.empty() ? "" : " step " + event.step_id;
+    options_.on_activity(run_id + what + " " + (event.state.empty() ? event.kind : event.state));
+  }
   if (listeners_.empty()) return;
-  json::object line;
-  line["type"] = "event";
-  line["run"] = run_id;
-  line["step"] = event.step_id;
-  line["kind"] = event.kind;
-  line["state"] = event.state;
-  line["detail"] = event.detail;
+  EventRecord stamped = event;
+  if (!stamped.at_ms) stamped.at_ms = NowMs();
+  json::object line = EventToJson(run_id, stamped);
   line["attempt"] = attempt;
-  line["at_ms"] = event.at_ms ? event.at_ms : NowMs();
   std::vector<Listener> targets;
   for (const auto& [token, entry] : listeners_)
     if (entry.first == run_id) targets.push_back(entry.second);
@@ -715,6 +715,12 @@ void RunManager::Shutdown() {
     }
   }
   listeners_.clear();
+}
+
+json::object EventToJson(const std::string& run_id, const EventRecord& event) {
+  return {{"type", "event"},        {"run", run_id},          {"seq", event.seq},
+          {"step", event.step_id},  {"kind", event.kind},     {"state", event.state},
+          {"detail", event.detail}, {"at_ms", event.at_ms}};
 }
 
 json::object RunToJson(const RunRecord& run) {
