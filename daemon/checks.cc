@@ -222,15 +222,17 @@ asio::awaitable<CheckOutcome> ProbeHttp(const Check& check) {
   }
   evidence["status_code"] = response->status;
   evidence["body_excerpt"] = Excerpt(response->body, kBodyExcerptBytes);
-  if (response->truncated) evidence["body_truncated"] = true;
+  if (response->body_too_large) evidence["body_too_large"] = true;
   std::string status = "status " + std::to_string(response->status);
   if (response->status != check.status)
     co_return Outcome(check, false, status + " (expected " + std::to_string(check.status) + ")",
                       std::move(evidence));
+  if (!check.body_contains.empty() && response->body_too_large)
+    co_return Outcome(check, false, status + ", response body larger than 4MiB",
+                      std::move(evidence));
   if (!check.body_contains.empty() && response->body.find(check.body_contains) == std::string::npos)
     co_return Outcome(check, false,
-                      status + ", body does not contain '" + check.body_contains + "'" +
-                          (response->truncated ? " (in its first 1MiB)" : ""),
+                      status + ", body does not contain '" + check.body_contains + "'",
                       std::move(evidence));
   co_return Outcome(check, true, status, std::move(evidence));
 }

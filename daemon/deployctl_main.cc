@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "daemon_config.h"
@@ -70,9 +71,20 @@ class Client {
     request["v"] = kProtocolVersion;
     std::string line = json::serialize(request) + "\n";
     for (size_t off = 0; off < line.size();) {
-      ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+      // MSG_NOSIGNAL: a connection deployd has closed is an error to report, not a SIGPIPE.
+      ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      if (n <= 0) {
+        // deployd answers a peer it does not serve and closes at once, without reading the
+        // request: when that answer is there, it explains the broken connection.
+        std::optional<json::object> answer;
+        try {
+          answer = Receive();
+        } catch (const Exit&) {
+        }
+        if (answer && answer->contains("ok") && !(*answer)["ok"].as_bool()) Refused(*answer);
+        Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      }
       off += static_cast<size_t>(n);
     }
   }

@@ -1,6 +1,5 @@
 #include "http_probe.h"
 
-#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -26,15 +25,16 @@ using boost::system::error_code;
 using namespace asio::experimental::awaitable_operators;
 
 constexpr auto kUseAwaitable = asio::as_tuple(asio::use_awaitable);
-// A health or readiness endpoint answers with a few bytes; of a larger body only this much is
-// read (for body_contains), and the connection is closed on the rest.
-constexpr size_t kMaxBody = 1u << 20;
+// A health or readiness endpoint answers with a few bytes; a body past this is an error
+// rather than a reason to hold gigabytes in memory.
+constexpr std::uint64_t kMaxBody = 4u << 20;
 
 // Messages read like the rest of a summary ("connection refused", not "Connection refused").
 std::string ErrorText(const error_code& ec) {
   if (ec == asio::error::connection_refused) return "connection refused";
   if (ec == http::error::end_of_stream || ec == asio::error::eof)
     return "connection closed without a response";
+  if (ec == http::error::body_limit) return "response body larger than 4MiB";
   std::string text = ec.message();
   if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
   return text;
@@ -73,32 +73,26 @@ asio::awaitable<Result<HttpResponse>> Exchange(const HttpRequest& request, const
   auto [write_ec, written] = co_await http::async_write(socket, req, kUseAwaitable);
   if (write_ec) co_return Status::Error(ErrorText(write_ec));
 
-  // The header, then the body in chunks until it ends or kMaxBody is kept: a check on a large
-  // file (or a stream) needs its status and its first bytes, not all of it.
   boost::beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
-  auto [header_ec, header_bytes] =
-      co_await http::async_read_header(socket, buffer, parser, kUseAwaitable);
-  if (header_ec) co_return Status::Error(ErrorText(header_ec));
-  HttpResponse response;
-  response.status = static_cast<int>(parser.get().result_int());
-  std::array<char, 16384> chunk;
-  while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    auto [read_ec, read] = co_await http::async_read(socket, buffer, parser, kUseAwaitable);
-    if (read_ec && read_ec != http::error::need_buffer) co_return Status::Error(ErrorText(read_ec));
-    size_t got = chunk.size() - parser.get().body().size;
-    response.body.append(chunk.data(), std::min(got, kMaxBody - response.body.size()));
-    if (response.body.size() == kMaxBody) {
-      response.truncated = !parser.is_done();
-      break;
-    }
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxBody);
+  auto [read_ec, read] = co_await http::async_read(socket, buffer, parser, kUseAwaitable);
+  if (read_ec == http::error::body_limit && parser.is_header_done()) {
+    // A large answer (a model file, say) still has a status: the check can judge it, and
+    // only a body_contains needs the body.
+    HttpResponse response;
+    response.status = static_cast<int>(parser.get().result_int());
+    response.body = std::move(parser.get().body());
+    response.body_too_large = true;
+    co_return response;
   }
+  if (read_ec) co_return Status::Error(ErrorText(read_ec));
 
   error_code ignored;
   socket.shutdown(tcp::socket::shutdown_both, ignored);
+  HttpResponse response;
+  response.status = static_cast<int>(parser.get().result_int());
+  response.body = std::move(parser.get().body());
   co_return response;
 }
 

@@ -35,8 +35,9 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  std::string body;        // the first MiB at most
-  bool truncated = false;  // the body was longer than what was read
+  std::string body;  // at most kMaxBody bytes are read
+  // The body was larger than kMaxBody: the status is known, the body was not read (whole).
+  bool body_too_large = false;
 };
 
 // Resolves, connects, sends, reads the response; all within request.timeout.

@@ -215,12 +215,16 @@ void RunManager::Recover() {
     }
     ActiveRun& run = *activated.value();
     spdlog::info("{}: resuming ({})", record.id, ToString(record.state));
+    // The steps interrupted by the restart, as stored: recovering one can start another (an
+    // on_failure step after an interrupted step fails), which must not count as interrupted.
+    std::vector<size_t> interrupted;
     for (size_t i = 0; i < run.live.size(); ++i) {
       StepState s = run.record.steps[i].state;
-      if (s == StepState::kRunning || s == StepState::kVerifying) {
-        run.live[i].recovering = true;
-        Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
-      }
+      if (s == StepState::kRunning || s == StepState::kVerifying) interrupted.push_back(i);
+    }
+    for (size_t i : interrupted) {
+      run.live[i].recovering = true;
+      Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
     }
     if (Find(record.id)) Start(run);
   }

@@ -222,20 +222,20 @@ TEST_CASE("http body excerpt is cut at 512 bytes and is valid UTF-8") {
   CHECK(Str(outcome.evidence.at("body_excerpt")) == "ok \uFFFD\uFFFD é");
 }
 
-TEST_CASE("http check on a large body reads its start only") {
+TEST_CASE("http check judges the status of a large body; body_contains cannot") {
   asio::io_context ctx;
   TestHttpServer server(
       ctx, [](int) { return std::pair(200, "model weights " + std::string(8 << 20, 'w')); });
   Check check = HttpCheck(server.Url("/model.bin"));
-  check.body_contains = "weights";
   CheckOutcome outcome = Probe(ctx, check);
   CHECK(outcome.passed);
-  CHECK(outcome.evidence.at("body_truncated") == true);
-  check.body_contains = "missing";
+  CHECK(outcome.evidence.at("body_too_large") == true);
+  CHECK(Str(outcome.evidence.at("body_excerpt")).substr(0, 14) == "model weights ");
+  check.body_contains = "weights";
   outcome = Probe(ctx, check);
   CHECK_FALSE(outcome.passed);
-  CHECK(outcome.summary == "http GET " + server.Url("/model.bin") +
-                               ": status 200, body does not contain 'missing' (in its first 1MiB)");
+  CHECK(outcome.summary ==
+        "http GET " + server.Url("/model.bin") + ": status 200, response body larger than 4MiB");
 }
 
 namespace {
