@@ -26,6 +26,7 @@
 
 #include "child_process.h"
 #include "http_probe.h"
+#include "plan_parser.h"
 #include "version.h"
 
 namespace deployd {
@@ -44,7 +45,7 @@ constexpr Duration kRunGrace = std::chrono::seconds(2);
 // for output_matches and version_at_least.
 constexpr size_t kRunTailLines = 50;
 constexpr size_t kRunMatchBytes = 64 << 10;
-constexpr size_t kMaxLineChars = 1000;
+constexpr size_t kMaxLineBytes = 1000;
 constexpr size_t kBodyExcerptBytes = 512;
 constexpr size_t kCommandTextChars = 60;
 
@@ -98,12 +99,29 @@ std::string CommandText(const Command& command) {
   return text;
 }
 
-// Cuts at a UTF-8 character boundary so that the evidence stays valid JSON text.
+// At most `max_bytes` of `text` as valid UTF-8 (invalid bytes become U+FFFD), with "…" when
+// cut: a server's body or a program's output may be anything, and evidence is JSON text that
+// clients decode strictly.
 std::string Excerpt(std::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "…";
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = byte < 0x80                    ? 1
+                    : byte >= 0xC2 && byte <= 0xDF ? 2
+                    : byte >= 0xE0 && byte <= 0xEF ? 3
+                    : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                   : 0;
+    for (size_t k = 1; k < length; ++k)
+      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80)
+        length = 0;
+    std::string_view piece = length ? text.substr(i, length) : kReplacement;
+    if (out.size() + piece.size() > max_bytes) return out + "…";
+    out += piece;
+    i += length ? length : 1;
+  }
+  return out;
 }
 
 std::string HostPort(const std::string& host, int port) {
@@ -440,7 +458,7 @@ struct RunProbeState {
 
   void AddLine(std::string_view line) {
     ++line_count;
-    std::string kept(line.substr(0, kMaxLineChars));
+    std::string kept = Excerpt(line, kMaxLineBytes);
     if (head_bytes + kept.size() <= kRunMatchBytes) {
       head_bytes += kept.size() + 1;
       head.push_back(kept);
@@ -516,7 +534,7 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
     if (state->exit->signal) evidence["signal"] = state->exit->signal;
   }
   if (!exited) {
-    std::string message = "timed out after " + DurationText(check.timeout);
+    std::string message = "timed out after " + FormatDuration(check.timeout);
     evidence["error"] = message;
     co_return Outcome(check, false, message, std::move(evidence));
   }

@@ -13,6 +13,8 @@
 #include <charconv>
 #include <variant>
 
+#include "plan_parser.h"
+
 namespace deployd {
 namespace {
 
@@ -109,14 +111,6 @@ asio::awaitable<void> Deadline(Duration timeout) {
 
 }  // namespace
 
-std::string DurationText(Duration d) {
-  auto ms = d.count();
-  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
-}
-
 Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme)
@@ -162,13 +156,13 @@ asio::awaitable<Result<HttpResponse>> HttpProbe(const HttpRequest& request) {
   if (!url.ok()) co_return url.status();
   auto outcome = co_await (Exchange(request, *url) || Deadline(request.timeout));
   if (outcome.index() == 1)
-    co_return Status::Error("timed out after " + DurationText(request.timeout));
+    co_return Status::Error("timed out after " + FormatDuration(request.timeout));
   co_return std::move(std::get<0>(outcome));
 }
 
 asio::awaitable<Status> TcpProbe(const std::string& host, int port, Duration timeout) {
   auto outcome = co_await (ConnectOnly(host, port) || Deadline(timeout));
-  if (outcome.index() == 1) co_return Status::Error("timed out after " + DurationText(timeout));
+  if (outcome.index() == 1) co_return Status::Error("timed out after " + FormatDuration(timeout));
   co_return std::move(std::get<0>(outcome));
 }
 

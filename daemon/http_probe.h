@@ -46,9 +46,6 @@ boost::asio::awaitable<Result<HttpResponse>> HttpProbe(const HttpRequest& reques
 // Resolves and connects to host:port within `timeout`, then closes the connection.
 boost::asio::awaitable<Status> TcpProbe(const std::string& host, int port, Duration timeout);
 
-// "10s", "1500ms", "2m": for messages.
-std::string DurationText(Duration d);
-
 }  // namespace deployd
 
 #endif  // DEPLOYD_HTTP_PROBE_H_

@@ -11,8 +11,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/serialize.hpp>
@@ -207,11 +209,59 @@ TEST_CASE("http check with body_contains looks into the body") {
   CHECK(Probe(ctx, check).passed);
 }
 
-TEST_CASE("http body excerpt is cut at 512 bytes") {
+TEST_CASE("http body excerpt is cut at 512 bytes and is valid UTF-8") {
   asio::io_context ctx;
-  TestHttpServer server(ctx, [](int) { return std::pair(200, std::string(2000, 'x')); });
+  TestHttpServer server(ctx, [](int index) {
+    // 511 bytes, then a 2-byte character that does not fit; then bytes that are not UTF-8.
+    return index == 0 ? std::pair(200, std::string(511, 'x') + "é" + std::string(100, 'y'))
+                      : std::pair(200, std::string("ok \xff\xfe é"));
+  });
   CheckOutcome outcome = Probe(ctx, HttpCheck(server.Url("/")));
-  CHECK(Str(outcome.evidence.at("body_excerpt")) == std::string(512, 'x') + "…");
+  CHECK(Str(outcome.evidence.at("body_excerpt")) == std::string(511, 'x') + "…");
+  outcome = Probe(ctx, HttpCheck(server.Url("/")));
+  CHECK(Str(outcome.evidence.at("body_excerpt")) == "ok \uFFFD\uFFFD é");
+}
+
+TEST_CASE("http check judges the status of a large body; body_contains cannot") {
+  asio::io_context ctx;
+  TestHttpServer server(
+      ctx, [](int) { return std::pair(200, "model weights " + std::string(8 << 20, 'w')); });
+  Check check = HttpCheck(server.Url("/model.bin"));
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.evidence.at("body_too_large") == true);
+  CHECK(Str(outcome.evidence.at("body_excerpt")).substr(0, 14) == "model weights ");
+  check.body_contains = "weights";
+  outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary ==
+        "http GET " + server.Url("/model.bin") + ": status 200, response body larger than 4MiB");
+}
+
+namespace {
+
+// No Content-Length: the end of the connection is the end of the body (HTTP/1.0 style).
+asio::awaitable<void> AnswerWithoutLength(tcp::acceptor& acceptor) {
+  tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
+  std::string request;
+  co_await asio::async_read_until(socket, asio::dynamic_buffer(request), "\r\n\r\n",
+                                  asio::use_awaitable);
+  std::string response = "HTTP/1.0 200 OK\r\n\r\nall good";
+  co_await asio::async_write(socket, asio::buffer(response), asio::use_awaitable);
+}
+
+}  // namespace
+
+TEST_CASE("http check reads a body that ends when the server closes") {
+  asio::io_context ctx;
+  tcp::acceptor acceptor(ctx, tcp::endpoint(kLoopback, 0));
+  asio::co_spawn(ctx, AnswerWithoutLength(acceptor), asio::detached);
+  Check check = HttpCheck("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()));
+  check.body_contains = "good";
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary == "http GET " + check.url + ": status 200");
+  CHECK(Str(outcome.evidence.at("body_excerpt")) == "all good");
 }
 
 TEST_CASE("http POST sends the JSON body") {
@@ -661,7 +711,9 @@ TEST_CASE("cancelling a run probe kills its process group") {
     timed_out = !ec;
     for (auto& watch : watches) watch->cancel();
   });
-  ctx.run();
+  // Not ctx.run(): the child's SIGKILL escalation timer would keep it busy for the grace.
+  while ((exited < 2 && !timed_out) && ctx.run_one() > 0) {
+  }
   CHECK_FALSE(timed_out);
   CHECK(exited == 2);
 }
