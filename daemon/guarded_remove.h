@@ -25,8 +25,8 @@
 //     makes it fail instead of redirecting it.
 // A path that does not exist is success with nothing freed: a plan can be run again.
 //
-// Synchronous and blocking (a tree of a few hundred large files takes milliseconds; the
-// filesystem frees the blocks). Not thread-safe with respect to the process's cwd: none used.
+// Synchronous and blocking: a tree of a few hundred large files takes milliseconds (unlink
+// does not touch the data). Uses no process-wide state (no cwd), only its own descriptors.
 #ifndef DEPLOYD_GUARDED_REMOVE_H_
 #define DEPLOYD_GUARDED_REMOVE_H_
 
