@@ -273,7 +273,7 @@ TEST_CASE("NVML: without a driver the error says so") {
   CHECK(missing.status().message() == "no NVIDIA driver: /nonexistent/libnvidia-ml.so.1 not found");
 }
 
-TEST_CASE("ReadGpuState: NVML first, then nvidia-smi; both failing gives both reasons") {
+TEST_CASE("ReadGpuState: NVML first, then nvidia-smi, and both failing gives both reasons") {
   const std::string no_nvml = "/nonexistent/libnvidia-ml.so.1";
   auto snapshot = ReadGpuState(CannedNvidiaSmi(kEightGpus, kEightGpusApps), no_nvml);
   REQUIRE(snapshot.ok());

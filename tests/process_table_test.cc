@@ -94,7 +94,7 @@ TEST_CASE("ReadProcess: this process, and a pid that is gone") {
   CHECK_FALSE(ReadProcStat(child).has_value());
 }
 
-TEST_CASE("ProcessTable: a /proc-like tree; vanished and inconsistent entries are left out") {
+TEST_CASE("ProcessTable: a /proc-like tree, with vanished and inconsistent entries are left out") {
   std::string root = TempDir();
   auto add = [&](pid_t pid, const std::string& stat, std::optional<std::string> cmdline) {
     std::string dir = root + "/" + std::to_string(pid);

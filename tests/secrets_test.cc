@@ -152,7 +152,7 @@ TEST_CASE("redactor: overlapping secrets and a secret inside another") {
   CHECK(nested.Redact("a123456789012b") == "a1***6789012b");
 }
 
-TEST_CASE("redactor: short values are not redacted; multi-line values line by line") {
+TEST_CASE("redactor: short values are not redacted, multi-line values line by line") {
   Redactor short_only({"abc", "", "xy"});
   CHECK(short_only.empty());
   CHECK(short_only.Redact("abc xy") == "abc xy");
