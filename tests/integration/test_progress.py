@@ -30,12 +30,13 @@ total = 0
 for i in range(8):
     with open(names[i % 3], "ab") as f:
         f.write(b"w" * 131072)
+    last_growth = time.time()
     total += 131072
     print("wrote %d bytes" % total, flush=True)
     time.sleep(0.2)
 tmp = os.path.join(marks, "last_growth.tmp")
 with open(tmp, "w") as f:
-    json.dump({"at_ms": int(time.time() * 1000), "attempt": attempt}, f)
+    json.dump({"at_ms": int(last_growth * 1000), "attempt": attempt}, f)
 os.rename(tmp, os.path.join(marks, "last_growth"))
 if mode == "stall" or (mode == "stall-once" and attempt == 1):
     time.sleep(3600)
