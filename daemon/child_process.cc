@@ -156,20 +156,24 @@ struct ChildProcess::Impl {
 
   // Reads what the pipe holds right now without waiting: at exit, everything the child wrote
   // is already in the pipe, even when a grandchild keeps the write end open.
+  // Plain read(2): Asio's synchronous read_some does not know of an O_NONBLOCK set behind its
+  // back and poll()s until data comes, which blocks the daemon's one thread for as long as a
+  // grandchild holds the pipe open without writing.
   void DrainNow() {
     if (eof || !pipe.is_open()) return;
-    boost::system::error_code ec;
-    ::fcntl(pipe.native_handle(), F_SETFL, O_NONBLOCK);
+    int fd = pipe.native_handle();
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     for (;;) {
-      size_t n = pipe.read_some(asio::buffer(buffer), ec);
-      if (ec) {
-        if (ec != asio::error::would_block && ec != asio::error::try_again) {
-          eof = true;
-          FlushPartial();
-        }
-        return;
+      ssize_t n = ::read(fd, buffer.data(), buffer.size());
+      if (n > 0) {
+        Consume(std::string_view(buffer.data(), static_cast<size_t>(n)));
+        continue;
       }
-      Consume(std::string_view(buffer.data(), n));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      eof = true;
+      FlushPartial();
+      return;
     }
   }
 };

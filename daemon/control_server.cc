@@ -87,9 +87,11 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
         !server_.Authorized(cred.uid, cred.gid)) {
       spdlog::warn("refused a connection from uid {} (pid {}): not authorized", cred.uid,
                    cred.pid);
-      co_await Send(Error("permission denied: uid " + std::to_string(cred.uid) +
-                          " may not control deployd (allowed: root, uid " +
-                          std::to_string(::getuid()) + " and the configured group)"));
+      json::object refusal = Error("permission denied: uid " + std::to_string(cred.uid) +
+                                   " may not control deployd (allowed: root, uid " +
+                                   std::to_string(::getuid()) + " and the configured group)");
+      refusal["code"] = "unauthorized";
+      co_await Send(refusal);
       Close();
       co_return;
     }
@@ -235,6 +237,11 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     std::deque<json::object> queue;
     bool ended = IsTerminal(loaded.value()->state);
     queue.push_back({{"ok", true}, {"type", "snapshot"}, {"run", RunToJson(*loaded.value())}});
+    // What happened before the client asked, then what happens next: one thread, so no event
+    // falls between the two.
+    Result<std::vector<EventRecord>> past = store.Events(run_id);
+    if (!past.ok()) co_return co_await Send(Error(past.status().message()));
+    for (const EventRecord& e : past.value()) queue.push_back(EventToJson(run_id, e));
     std::uint64_t token = 0;
     if (!ended) {
       token = server_.runs_.Subscribe(run_id, [this, &queue, &store, run_id](

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace deployd {
@@ -64,10 +65,15 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
     error(root.Mark(), "the configuration must be a map of settings");
     return;
   }
+  std::set<std::string> seen;
   for (auto it = root.begin(); it != root.end(); ++it) {
     YAML::Node key = it->first;
     YAML::Node value = it->second;
     std::string name = key.Scalar();
+    if (!seen.insert(name).second) {
+      error(key.Mark(), "duplicate key '" + name + "'");
+      continue;
+    }
     if (!value.IsScalar()) {
       error(value.Mark(), "'" + name + "' must be a single value");
       continue;

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "daemon_config.h"
@@ -70,9 +71,20 @@ class Client {
     request["v"] = kProtocolVersion;
     std::string line = json::serialize(request) + "\n";
     for (size_t off = 0; off < line.size();) {
-      ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+      // MSG_NOSIGNAL: a connection deployd has closed is an error to report, not a SIGPIPE.
+      ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      if (n <= 0) {
+        // deployd answers a peer it does not serve and closes at once, without reading the
+        // request: when that answer is there, it explains the broken connection.
+        std::optional<json::object> answer;
+        try {
+          answer = Receive();
+        } catch (const Exit&) {
+        }
+        if (answer && answer->contains("ok") && !(*answer)["ok"].as_bool()) Refused(*answer);
+        Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      }
       off += static_cast<size_t>(n);
     }
   }
@@ -96,12 +108,20 @@ class Client {
     }
   }
 
-  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2.
+  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
+  // this user may not talk to deployd at all).
   json::object Call(json::object request) {
     Send(std::move(request));
     json::object answer = Receive();
-    if (!answer["ok"].as_bool()) Die(kExitUsage, std::string(answer["error"].as_string()));
+    if (!answer["ok"].as_bool()) Refused(answer);
     return answer;
+  }
+
+  [[noreturn]] static void Refused(const json::object& answer) {
+    const json::value* code = answer.if_contains("code");
+    const json::value* error = answer.if_contains("error");
+    Die(code && *code == "unauthorized" ? kExitUnreachable : kExitUsage,
+        error && error->is_string() ? std::string(error->as_string()) : "deployd refused");
   }
 
  private:
@@ -203,7 +223,7 @@ int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
   std::int64_t origin = 0;
   for (;;) {
     json::object line = client.Receive();
-    if (line.contains("ok") && !line["ok"].as_bool()) Die(kExitUsage, Str(line, "error"));
+    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
     std::string type = Str(line, "type");
     if (type == "snapshot") {
       origin = Int(line["run"].as_object(), "created_at_ms");
@@ -215,6 +235,7 @@ int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
       std::string state = Str(line, "state");
       std::string detail = Str(line, "detail");
       if (Str(line, "kind") == "run.preflight") state = "preflight";
+      if (Str(line, "kind") == "run.created") state = "created";
       std::printf("[%8s] %-24s %-10s %s\n", Seconds(at - origin).c_str(), what.c_str(),
                   state.c_str(), detail.c_str());
       std::fflush(stdout);
@@ -329,7 +350,7 @@ int main(int argc, char** argv) {
       if (!answer["ok"].as_bool()) {
         if (const json::value* d = answer.if_contains("diagnostics"))
           for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
-        Die(kExitUsage, Str(answer, "error"));
+        Client::Refused(answer);
       }
       std::string id = Str(answer, "run");
       std::cout << id << std::endl;

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -19,6 +21,7 @@
 #include "daemon_config.h"
 #include "run_manager.h"
 #include "run_store.h"
+#include "systemd_notify.h"
 
 using namespace deployd;
 
@@ -29,13 +32,35 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// Under systemd, stderr goes to the journal: each line starts with its syslog priority
+// ("<6>…", sd-daemon(3)) and carries no timestamp, which the journal adds itself.
+class JournalSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    int priority = 6;
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug: priority = 7; break;
+      case spdlog::level::info: priority = 6; break;
+      case spdlog::level::warn: priority = 4; break;
+      case spdlog::level::err: priority = 3; break;
+      default: priority = 2; break;
+    }
+    std::string line = "<" + std::to_string(priority) + ">" +
+                       std::string(msg.payload.data(), msg.payload.size()) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
 void SetUpLogging() {
-  auto logger = spdlog::stderr_logger_st("deployd");
-  // Under systemd the journal adds its own timestamps.
-  if (std::getenv("JOURNAL_STREAM") || std::getenv("INVOCATION_ID"))
-    logger->set_pattern("%l: %v");
-  else
+  std::shared_ptr<spdlog::logger> logger;
+  if (std::getenv("JOURNAL_STREAM") || std::getenv("INVOCATION_ID")) {
+    logger = std::make_shared<spdlog::logger>("deployd", std::make_shared<JournalSink>());
+  } else {
+    logger = spdlog::stderr_logger_st("deployd");
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l: %v");
+  }
   spdlog::set_default_logger(logger);
   if (const char* level = std::getenv("DEPLOYD_LOG_LEVEL"))
     spdlog::set_level(spdlog::level::from_str(level));
@@ -92,9 +117,13 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status().message());
 
   boost::asio::io_context io(1);
+  SystemdNotifier notifier(io.get_executor());
   RunManagerOptions run_options;
   run_options.state_dir = config.state_dir;
   run_options.log_cap_bytes = config.log_max_size;
+  run_options.on_activity = [&notifier](const std::string& activity) {
+    (void)notifier.Notify("STATUS=" + activity);
+  };
   auto runs = std::make_unique<RunManager>(io.get_executor(), *store.value(), run_options);
   auto server = std::make_unique<ControlServer>(io, *runs, *store.value(), server_options);
   if (Status s = server->Listen(); !s.ok()) return Fail(s.message());
@@ -104,6 +133,7 @@ int main(int argc, char** argv) {
     if (error) return;
     spdlog::info("{}: stopping; running actions are left running and resumed at next start",
                  signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    (void)notifier.Notify("STOPPING=1\nSTATUS=stopping");
     server->Stop();
     runs->Shutdown();
     io.stop();
@@ -112,6 +142,10 @@ int main(int argc, char** argv) {
   spdlog::info("deployd {} listening on {}, state in {}", DEPLOYD_VERSION, config.socket_path,
                config.state_dir);
   runs->Recover();
+  // The socket accepts from here on: only now is the daemon ready.
+  (void)notifier.Notify("READY=1\nSTATUS=listening on " + config.socket_path + ", " +
+                        std::to_string(runs->active_runs()) + " runs resumed");
+  notifier.StartWatchdog();
   io.run();
   runs.reset();
   server.reset();

@@ -215,12 +215,16 @@ void RunManager::Recover() {
     }
     ActiveRun& run = *activated.value();
     spdlog::info("{}: resuming ({})", record.id, ToString(record.state));
+    // The steps interrupted by the restart, as stored: recovering one can start another (an
+    // on_failure step after an interrupted step fails), which must not count as interrupted.
+    std::vector<size_t> interrupted;
     for (size_t i = 0; i < run.live.size(); ++i) {
       StepState s = run.record.steps[i].state;
-      if (s == StepState::kRunning || s == StepState::kVerifying) {
-        run.live[i].recovering = true;
-        Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
-      }
+      if (s == StepState::kRunning || s == StepState::kVerifying) interrupted.push_back(i);
+    }
+    for (size_t i : interrupted) {
+      run.live[i].recovering = true;
+      Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
     }
     if (Find(record.id)) Start(run);
   }
@@ -400,6 +404,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   tr.event.state = std::string(ToString(next.state));
   tr.event.detail = has(StepEffect::kFire) ? "attempt " + std::to_string(next.attempts)
                                            : next.reason;
+  if (has(StepEffect::kEvaluateSkip)) tr.event.detail = "checking skip_if";
   if (event == StepEvent::kRecover) tr.event.detail = "deployd restarted; " + tr.event.detail;
   if (Status s = store_.Commit(tr); !s.ok()) {
     // Not recorded, so not acted on: the database stays the truth.
@@ -618,14 +623,16 @@ Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
 
 namespace {
 
-Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id) {
+// `refusal` ends the message for a run in any other state than failed or cancelled.
+Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id,
+                               const std::string& refusal) {
   Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, true);
   if (!loaded.ok()) return loaded.status();
   if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
   RunRecord record = *loaded.value();
   if (record.state != RunState::kFailed && record.state != RunState::kCancelled)
-    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) +
-                         "; only a failed or cancelled run can be retried");
+    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) + "; " +
+                         refusal);
   return record;
 }
 
@@ -639,7 +646,8 @@ std::optional<size_t> StepIndex(const RunRecord& record, const std::string& step
 
 Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
   if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
-  Result<RunRecord> record = LoadFinished(store_, run_id);
+  Result<RunRecord> record =
+      LoadFinished(store_, run_id, "only a failed or cancelled run can be retried");
   if (!record.ok()) return record.status();
   size_t from = 0;
   if (!step_id.empty()) {
@@ -670,7 +678,8 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
     Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
     return Status::Ok();
   }
-  Result<RunRecord> record = LoadFinished(store_, run_id);
+  Result<RunRecord> record = LoadFinished(
+      store_, run_id, "only steps of a running, failed or cancelled run can be skipped");
   if (!record.ok()) return record.status();
   auto index = StepIndex(record.value(), step_id);
   if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
@@ -694,16 +703,15 @@ std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener
 void RunManager::Unsubscribe(std::uint64_t token) { listeners_.erase(token); }
 
 void RunManager::Notify(const std::string& run_id, const EventRecord& event, int attempt) {
+  if (options_.on_activity) {
+    std::string what = event.step_id.empty() ? "" : " step " + event.step_id;
+    options_.on_activity(run_id + what + " " + (event.state.empty() ? event.kind : event.state));
+  }
   if (listeners_.empty()) return;
-  json::object line;
-  line["type"] = "event";
-  line["run"] = run_id;
-  line["step"] = event.step_id;
-  line["kind"] = event.kind;
-  line["state"] = event.state;
-  line["detail"] = event.detail;
+  EventRecord stamped = event;
+  if (!stamped.at_ms) stamped.at_ms = NowMs();
+  json::object line = EventToJson(run_id, stamped);
   line["attempt"] = attempt;
-  line["at_ms"] = event.at_ms ? event.at_ms : NowMs();
   std::vector<Listener> targets;
   for (const auto& [token, entry] : listeners_)
     if (entry.first == run_id) targets.push_back(entry.second);
@@ -720,6 +728,12 @@ void RunManager::Shutdown() {
     }
   }
   listeners_.clear();
+}
+
+json::object EventToJson(const std::string& run_id, const EventRecord& event) {
+  return {{"type", "event"},        {"run", run_id},          {"seq", event.seq},
+          {"step", event.step_id},  {"kind", event.kind},     {"state", event.state},
+          {"detail", event.detail}, {"at_ms", event.at_ms}};
 }
 
 json::object RunToJson(const RunRecord& run) {

@@ -32,6 +32,9 @@ namespace deployd {
 struct RunManagerOptions {
   std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
   std::uint64_t log_cap_bytes = 64ull << 20;
+  // Called after each committed event with a one-line summary of what deployd is doing
+  // (for systemd's STATUS=).
+  std::function<void(const std::string& activity)> on_activity;
 };
 
 struct ApplyResult {
@@ -56,13 +59,14 @@ class RunManager {
   // Marks a step that is not running as skipped, and lets its run go on.
   Status Skip(const std::string& run_id, const std::string& step_id);
 
-  // Live view of one run: called with each committed event, as a JSON object
-  // {"type": "event", "run", "step", "kind", "state", "attempt", "detail", "at_ms"}.
+  // Live view of one run: called with each committed event, as EventToJson() gives it (seq is
+  // 0: the store numbers events) plus "attempt".
   using Listener = std::function<void(const boost::json::object& event)>;
   std::uint64_t Subscribe(const std::string& run_id, Listener listener);
   void Unsubscribe(std::uint64_t token);
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
@@ -102,6 +106,9 @@ class RunManager {
 
 // The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.
 boost::json::object RunToJson(const RunRecord& run);
+// One event line of a `follow` stream: {"type": "event", "run", "seq", "step", "kind", "state",
+// "detail", "at_ms"}.
+boost::json::object EventToJson(const std::string& run_id, const EventRecord& event);
 
 }  // namespace deployd
 

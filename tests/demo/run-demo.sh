@@ -21,6 +21,16 @@ trap cleanup EXIT INT TERM
 echo "== starting the old model server on 127.0.0.1:18700"
 python3 -m http.server 18700 --bind 127.0.0.1 --directory "$dir/old" >/dev/null 2>&1 &
 echo $! > "$dir/old-server.pid"
+python3 - <<'PY'
+import socket, time
+deadline = time.time() + 10
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", 18700), timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.05)
+PY
 
 echo "== starting deployd (state in $work/state)"
 "$bin/deployd" --socket "$work/deployd.sock" --state-dir "$work/state" 2>"$work/deployd.log" &

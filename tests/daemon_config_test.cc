@@ -1,0 +1,76 @@
+#include "daemon_config.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+using namespace deployd;
+
+namespace {
+
+// Loads `text` as a configuration file; returns the formatted errors, one per line.
+std::string Load(const std::string& text, DaemonConfig& config) {
+  char path[] = "/tmp/deployd-config-XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(path) << text;
+  std::vector<Diagnostic> errors;
+  LoadDaemonConfig(path, config, errors);
+  ::unlink(path);
+  std::string out;
+  for (const auto& d : errors) {
+    std::string f = d.Format();
+    out += f.substr(f.find(':')) + "\n";  // without the temporary file's name
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("config: every key is read") {
+  DaemonConfig c;
+  CHECK(Load("socket: /run/x.sock\nstate_dir: /srv/state\ngroup: deploy\nlog_max_size: 1MiB\n",
+             c) == "");
+  CHECK(c.socket_path == "/run/x.sock");
+  CHECK(c.state_dir == "/srv/state");
+  CHECK(c.group == "deploy");
+  CHECK(c.log_max_size == 1048576);
+}
+
+TEST_CASE("config: an empty file keeps the defaults") {
+  DaemonConfig c;
+  c.state_dir = "/default";
+  CHECK(Load("# nothing\n", c) == "");
+  CHECK(c.state_dir == "/default");
+  CHECK(c.log_max_size == 64ull << 20);
+}
+
+TEST_CASE("config: problems are reported with their position") {
+  DaemonConfig c;
+  CHECK(Load("socket: /x\nstate_dri: /y\nlog_max_size: lots\nsocket: /z\ngroup: [a]\n", c) ==
+        ":2:1: error: unknown key 'state_dri' (known: socket, state_dir, group, log_max_size)\n"
+        "state_dri: /y\n"
+        "^\n"
+        ":3:15: error: invalid size 'lots' (expected e.g. 64MiB)\n"
+        "log_max_size: lots\n"
+        "              ^\n"
+        ":4:1: error: duplicate key 'socket'\n"
+        "socket: /z\n"
+        "^\n"
+        ":5:8: error: 'group' must be a single value\n"
+        "group: [a]\n"
+        "       ^\n");
+  CHECK(Load("- a\n", c) == ":1:1: error: the configuration must be a map of settings\n- a\n^\n");
+  CHECK(Load("a: [\n", c).find("error: ") != std::string::npos);
+}
+
+TEST_CASE("config: a missing file is an error") {
+  DaemonConfig c;
+  std::vector<Diagnostic> errors;
+  LoadDaemonConfig("/nonexistent/deployd.yaml", c, errors);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].Format() ==
+        "/nonexistent/deployd.yaml: error: cannot read the configuration file");
+}
