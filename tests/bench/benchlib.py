@@ -99,6 +99,13 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
 
+    def cpu_seconds(self):
+        """(the daemon's own user+system CPU, that of its reaped children), in seconds."""
+        fields = open(f"/proc/{self.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        utime, stime, cutime, cstime = (int(x) / tck for x in fields[11:15])
+        return utime + stime, cutime + cstime
+
     def connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(self.socket_path)

@@ -18,6 +18,7 @@ Usage: tests/bench/throughput.py [--steps 1000] [--runs 3] [--build-dir build] [
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,9 @@ def daemon_run(deployd, deployctl, steps, tmp_root, keep):
                             stdout=subprocess.PIPE, text=True)
         run = json.loads(st.stdout)
         events = d.events(run_id)
+        cpu_self, cpu_children = d.cpu_seconds()
     step_events = [e for e in events if e["step_id"]]
+    phases = phase_medians(events)
     run_events = [e for e in events if not e["step_id"]]
     created, finished = run["created_at_ms"], run["finished_at_ms"]
     durations = [s["finished_at_ms"] - s["started_at_ms"] for s in run["steps"]]
@@ -70,18 +73,39 @@ def daemon_run(deployd, deployctl, steps, tmp_root, keep):
         "recorded_per_step_ms": (finished - created) / steps,
         "step_duration_median_ms": benchlib.median(durations),
         "step_start_gap_median_ms": benchlib.median(gaps) if gaps else 0,
+        "phase_median_ms": phases,
+        "cpu_per_step_ms": (cpu_self + cpu_children) * 1000 / steps,
+        "cpu_daemon_per_step_ms": cpu_self * 1000 / steps,
         "events": len(events),
         "step_events": len(step_events),
         "run_events": len(run_events),
     }
 
 
+def phase_medians(events):
+    """Median ms between consecutive events, by (from state, to state): where a step's time goes.
+
+    at_ms is stamped just before each commit, so "running -> verifying" is the running commit +
+    spawn + exit, "verifying -> succeeded" the verifying commit + the check, and
+    "succeeded -> running" the succeeded commit + starting the next step."""
+    gaps = {}
+    for a, b in zip(events, events[1:]):
+        key = f"{a['state']} -> {b['state']}"
+        gaps.setdefault(key, []).append(b["at_ms"] - a["at_ms"])
+    return {k: benchlib.median(v) for k, v in gaps.items() if len(v) > 2}
+
+
 def floor_run(floor, steps, per_step, extra, tmp_root):
     with tempfile.TemporaryDirectory(prefix="deployd-bench-floor-", dir=tmp_root) as work:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run([floor, "--db", os.path.join(work, "floor.db"), "--steps", str(steps),
                             "--commits-per-step", str(per_step), "--extra-commits", str(extra)],
                            check=True, stdout=subprocess.PIPE, text=True)
-        return json.loads(p.stdout)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = json.loads(p.stdout)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        result["cpu_per_step_ms"] = cpu * 1000 / steps
+        return result
 
 
 def main():
@@ -106,21 +130,26 @@ def main():
         daemon_results.append(r)
         print(f"  daemon {i + 1}: {r['wall_s']:.2f}s wall = {r['wall_per_step_ms']:.2f} ms/step; "
               f"recorded {r['recorded_per_step_ms']:.2f} ms/step; step median "
-              f"{r['step_duration_median_ms']} ms; {r['events']} events "
+              f"{r['step_duration_median_ms']} ms; CPU {r['cpu_per_step_ms']:.2f} ms/step "
+              f"(daemon {r['cpu_daemon_per_step_ms']:.2f}); {r['events']} events "
               f"({r['step_events']} step + {r['run_events']} run)", flush=True)
+        print("           phase medians (ms): " + ", ".join(
+            f"{k} {v:g}" for k, v in r["phase_median_ms"].items()), flush=True)
         if r["step_events"] % args.steps:
             print(f"  note: {r['step_events']} step events is not a multiple of {args.steps}")
         per_step = round(r["step_events"] / args.steps)
         f = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp)
         floor_results.append(f)
         print(f"  floor  {i + 1}: {f['total_s']:.2f}s = {f['per_step_ms']:.2f} ms/step "
-              f"({f['commits']} commits; spawn median {f['spawn_median_ms']:.2f} ms, "
+              f"(CPU {f['cpu_per_step_ms']:.2f} ms/step; {f['commits']} commits; spawn median {f['spawn_median_ms']:.2f} ms, "
               f"commit median {f['commit_median_ms']:.2f} ms)", flush=True)
 
     d_wall = benchlib.median([r["wall_per_step_ms"] for r in daemon_results])
     d_rec = benchlib.median([r["recorded_per_step_ms"] for r in daemon_results])
     fl = benchlib.median([f["per_step_ms"] for f in floor_results])
     ratio = d_wall / fl
+    d_cpu = benchlib.median([r["cpu_per_step_ms"] for r in daemon_results])
+    f_cpu = benchlib.median([f["cpu_per_step_ms"] for f in floor_results])
     summary = {
         "steps": args.steps,
         "runs": args.runs,
@@ -129,6 +158,8 @@ def main():
         "daemon_per_step_ms_recorded_median": round(d_rec, 3),
         "floor_per_step_ms_median": round(fl, 3),
         "ratio_wall": round(ratio, 3),
+        "daemon_cpu_per_step_ms_median": round(d_cpu, 3),
+        "floor_cpu_per_step_ms_median": round(f_cpu, 3),
         "ratio_recorded": round(d_rec / fl, 3),
         "target_ratio": TARGET_RATIO,
         "events_per_step": daemon_results[0]["step_events"] / args.steps,
@@ -140,6 +171,8 @@ def main():
     print(f"floor  per step: {fl:.2f} ms (median of {args.runs})")
     print(f"ratio: {ratio:.2f}x wall, {d_rec / fl:.2f}x recorded (target <= {TARGET_RATIO}x): "
           f"{'OK' if ratio <= TARGET_RATIO else 'ABOVE TARGET'}")
+    print(f"CPU per step (user+sys, with children): daemon {d_cpu:.2f} ms, floor {f_cpu:.2f} ms "
+          f"(+{d_cpu - f_cpu:.2f} ms)")
     print(f"load average at end: {summary['load_average_end']}")
     if args.json:
         with open(args.json, "w") as out:
