@@ -148,6 +148,8 @@ def main():
     d_rec = benchlib.median([r["recorded_per_step_ms"] for r in daemon_results])
     fl = benchlib.median([f["per_step_ms"] for f in floor_results])
     ratio = d_wall / fl
+    pair_ratios = [r["wall_per_step_ms"] / f["per_step_ms"]
+                   for r, f in zip(daemon_results, floor_results)]
     d_cpu = benchlib.median([r["cpu_per_step_ms"] for r in daemon_results])
     f_cpu = benchlib.median([f["cpu_per_step_ms"] for f in floor_results])
     summary = {
@@ -161,6 +163,7 @@ def main():
         "daemon_cpu_per_step_ms_median": round(d_cpu, 3),
         "floor_cpu_per_step_ms_median": round(f_cpu, 3),
         "ratio_recorded": round(d_rec / fl, 3),
+        "ratio_per_pair": [round(x, 3) for x in pair_ratios],
         "target_ratio": TARGET_RATIO,
         "events_per_step": daemon_results[0]["step_events"] / args.steps,
         "daemon": daemon_results,
@@ -171,6 +174,9 @@ def main():
     print(f"floor  per step: {fl:.2f} ms (median of {args.runs})")
     print(f"ratio: {ratio:.2f}x wall, {d_rec / fl:.2f}x recorded (target <= {TARGET_RATIO}x): "
           f"{'OK' if ratio <= TARGET_RATIO else 'ABOVE TARGET'}")
+    print("ratio of each daemon run to the floor run right after it: " +
+          ", ".join(f"{x:.2f}" for x in pair_ratios) +
+          f" (median {benchlib.median(pair_ratios):.2f})")
     print(f"CPU per step (user+sys, with children): daemon {d_cpu:.2f} ms, floor {f_cpu:.2f} ms "
           f"(+{d_cpu - f_cpu:.2f} ms)")
     print(f"load average at end: {summary['load_average_end']}")
