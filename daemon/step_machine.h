@@ -37,6 +37,8 @@ enum class StepEvent {
   kRetryDue,         // the retry delay has elapsed
   kCancel,           // the run is being cancelled
   kRecover,          // the daemon restarted while the step was running or verifying
+  kReattach,         // the daemon restarted; the background action is still running or ended
+                     // with exit status 0 (its supervisor says), so verify decides as before
   kOperatorSkip,     // deployctl skip
   kOperatorRetry,    // deployctl retry (a finished step starts afresh)
 };
@@ -44,8 +46,8 @@ inline constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kStart,         StepEvent::kSkipMatched,     StepEvent::kSkipNotMatched,
     StepEvent::kActionSucceeded, StepEvent::kActionStarted, StepEvent::kActionFailed,
     StepEvent::kVerifyPassed,  StepEvent::kVerifyFailed,    StepEvent::kRetryDue,
-    StepEvent::kCancel,        StepEvent::kRecover,         StepEvent::kOperatorSkip,
-    StepEvent::kOperatorRetry};
+    StepEvent::kCancel,        StepEvent::kRecover,         StepEvent::kReattach,
+    StepEvent::kOperatorSkip,  StepEvent::kOperatorRetry};
 
 enum class StepEffect {
   kEvaluateSkip,   // run the skip_if checks

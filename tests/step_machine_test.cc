@@ -118,12 +118,14 @@ TEST_CASE("step machine: background step with verify, last attempt") {
   table["running"] = {{"action-started", "verifying:start-verify"},
                       {"action-failed", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      {"recover", "verifying:start-verify"},
+                      {"reattach", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "verifying:start-verify"}};
+                        {"recover", "verifying:start-verify"},
+                        {"reattach", "verifying:start-verify"}};
   CheckTable(f, table);
 }
 
@@ -143,12 +145,14 @@ TEST_CASE("step machine: recovering an idempotent background step without verify
   table["running"] = {{"action-started", "succeeded"},
                       {"action-failed", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "running:fire"}};
+                      {"recover", "running:fire"},
+                      {"reattach", "succeeded"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "running:fire"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "running:fire"}};
+                        {"recover", "running:fire"},
+                        {"reattach", "succeeded"}};
   CheckTable(f, table);
 }
 
