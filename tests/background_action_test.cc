@@ -228,6 +228,18 @@ TEST_CASE("stopping signals the action's group; the supervisor ignores SIGTERM a
   });
   pid_t grandchild = std::stoi(ReadFile(dir.File("grandchild")));
   CHECK(Alive(supervisor));
+  // The supervisor holds nothing of the daemon's (here: the test's), only /dev/null and the
+  // log, once it has let go of the pipe its report went through.
+  auto foreign_fds = [&] {
+    std::string foreign;
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(supervisor) + "/fd")) {
+      std::string target = std::filesystem::read_symlink(fd.path()).string();
+      if (target != "/dev/null" && target != dir.File("step.log")) foreign += " " + target;
+    }
+    return foreign;
+  };
+  RunUntil(io, [&] { return foreign_fds().empty(); });
 
   w->action->Stop(std::chrono::milliseconds(200));
   w->action->Forget();  // the step stops watching; the stop still completes
