@@ -514,16 +514,14 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   options.cwd = def.cwd;
   options.log_path = LogPath(run_id, def.id);
   options.log_cap_bytes = options_.log_cap_bytes;
-  options.detach = def.background;
 
   ChildProcess::LineHandler on_line;
-  if (!def.background && !live.fail_on.empty()) {
+  if (!live.fail_on.empty()) {
     on_line = [this, run_id, index, gen](std::string_view line) {
       MatchFailOn(run_id, index, gen, line);
     };
   }
-  bool background = def.background;
-  auto on_exit = [this, run_id, index, gen, background](const ExitStatus& status) {
+  auto on_exit = [this, run_id, index, gen](const ExitStatus& status) {
     ActiveRun* run = Find(run_id);
     if (!run) return;
     LiveStep& live = run->live[index];
@@ -533,13 +531,10 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     if (status.signal) info.evidence["signal"] = status.signal;
     if (live.child) info.evidence["output_tail"] = ToJson(live.child->Tail());
     if (status.ok()) {
-      // A background action that ends well leaves the decision to its verify checks.
-      if (!background)
-        Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction,
-                 gen);
+      Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction, gen);
       return;
     }
-    info.reason = (background ? "background action " : "") + status.ToString();
+    info.reason = status.ToString();
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
   };
 
@@ -554,13 +549,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     return;
   }
   live.child = child.value();
-  if (def.background) {
-    EventInfo info;
-    info.pid = live.child->pid();
-    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
-      Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), Source::kAction, gen);
-    });
-  } else if (def.timeout) {
+  if (def.timeout) {
     int timer_gen = live.timer_gen;
     Duration timeout = *def.timeout;
     live.timer->expires_after(timeout);
