@@ -235,6 +235,11 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   }
 
   std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
+  if (!options.wrapper.empty()) {
+    args.insert(args.begin(), executable);
+    args.insert(args.begin(), options.wrapper.begin() + 1, options.wrapper.end());
+    executable = options.wrapper.front();
+  }
   try {
     if (options.cwd.empty()) {
       impl.proc = bp2::process(ex, executable, args, bp2::process_stdio{nullptr, out_fd, out_fd},

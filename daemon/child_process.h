@@ -45,6 +45,10 @@ struct SpawnOptions {
   std::string log_path;                    // empty: output is not logged
   std::uint64_t log_cap_bytes = 64ull << 20;  // past this the log is rotated once (.1)
   bool detach = false;
+  // When set, the program is run through this command: the child executes
+  // wrapper + {argv[0] resolved on PATH} + argv[1…] (a background action's supervisor). Errors
+  // still name argv[0].
+  std::vector<std::string> wrapper;
 };
 
 class ChildProcess : public std::enable_shared_from_this<ChildProcess> {

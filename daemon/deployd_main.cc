@@ -21,6 +21,7 @@
 #include "daemon_config.h"
 #include "run_manager.h"
 #include "run_store.h"
+#include "supervisor.h"
 #include "systemd_notify.h"
 
 using namespace deployd;
@@ -69,6 +70,10 @@ void SetUpLogging() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A background action's supervisor is this binary re-executed (supervisor.h): nothing of
+  // the daemon (configuration, logging, signals) applies to it.
+  if (argc > 1 && argv[1] == kSuperviseFlag) return SuperviseMain(argc, argv);
+
   CLI::App app{"deployd: carries out deployment plans durably (see deployctl)"};
   std::string config_path;
   std::string socket_path;

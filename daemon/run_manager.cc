@@ -15,8 +15,11 @@
 #include <regex>
 #include <spdlog/spdlog.h>
 
+#include "background_action.h"
 #include "checks.h"
 #include "child_process.h"
+#include "line_splitter.h"
+#include "log_follower.h"
 #include "plan_parser.h"
 #include "progress_watch.h"
 
@@ -73,6 +76,8 @@ struct RunManager::EventInfo {
   json::object evidence;
   std::optional<int> exit_status;
   std::optional<std::int64_t> pid;
+  std::optional<std::string> action;  // replaces the step's action record
+  std::string detail;                 // the event's detail, when not the reason
 };
 
 namespace {
@@ -87,9 +92,18 @@ struct LiveStep {
   bool awaiting = false;  // a retry delay or skip_if checks are pending
   std::shared_ptr<ChildProcess> child;
   std::shared_ptr<ProgressWatch> progress;  // watch.progress, from fire until the action ends
+  std::shared_ptr<BackgroundAction> background;  // while the step watches it
+  std::unique_ptr<LogFollower> output;  // a background action's log, for fail_on and progress
   std::unique_ptr<asio::steady_timer> timer;
   std::shared_ptr<asio::cancellation_signal> checks_cancel;
 };
+
+// The step no longer watches its background action (a stop in progress still completes).
+void EndBackgroundWatch(LiveStep& live) {
+  live.output.reset();
+  if (live.background) live.background->Forget();
+  live.background.reset();
+}
 
 }  // namespace
 
@@ -110,6 +124,13 @@ RunManager::~RunManager() = default;
 
 std::string RunManager::LogPath(const std::string& run_id, const std::string& step_id) const {
   return options_.state_dir + "/logs/" + run_id + "/" + step_id + ".log";
+}
+
+// Each attempt has a status file of its own: a stale one can never be taken for the next.
+std::string RunManager::StatusPath(const std::string& run_id, const std::string& step_id,
+                                   int attempt) const {
+  return options_.state_dir + "/logs/" + run_id + "/" + step_id + "." + std::to_string(attempt) +
+         ".status";
 }
 
 RunManager::ActiveRun* RunManager::Find(const std::string& run_id) {
@@ -226,6 +247,7 @@ void RunManager::Recover() {
       if (s == StepState::kRunning || s == StepState::kVerifying) interrupted.push_back(i);
     }
     for (size_t i : interrupted) {
+      if (run.live[i].def->background && Reattach(run, i)) continue;
       run.live[i].recovering = true;
       Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
     }
@@ -345,7 +367,8 @@ bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::strin
   return true;
 }
 
-void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent event,
+// `run_id` is a copy: effects may destroy the handler whose capture it came from.
+void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
                           EventInfo info, Source source, int generation) {
   ActiveRun* run = Find(run_id);
   if (!run || index >= run->live.size()) return;
@@ -388,7 +411,18 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
     next.pid.reset();
     next.reason.clear();
     next.evidence.clear();
+    next.action.clear();
   }
+  // Where the action will be found again is committed before it is started.
+  if (has(StepEffect::kFire) && def.background) {
+    BackgroundActionInfo intent;
+    intent.status_file = StatusPath(run_id, record.id, next.attempts);
+    struct stat st;
+    std::string log = LogPath(run_id, record.id);
+    intent.log_offset = ::stat(log.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    next.action = intent.ToJson();
+  }
+  if (info.action) next.action = *info.action;
   if (info.exit_status) next.exit_status = info.exit_status;
   if (info.pid) next.pid = info.pid;
   if (!info.reason.empty()) next.reason = info.reason;
@@ -410,6 +444,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
                                            : next.reason;
   if (has(StepEffect::kEvaluateSkip)) tr.event.detail = "checking skip_if";
   if (event == StepEvent::kRecover) tr.event.detail = "deployd restarted; " + tr.event.detail;
+  if (!info.detail.empty()) tr.event.detail = info.detail;
   if (Status s = store_.Commit(tr); !s.ok()) {
     // Not recorded, so not acted on: the database stays the truth.
     spdlog::error("{} {}: cannot record {}: {}", run_id, record.id, ToString(next.state),
@@ -469,7 +504,12 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   }
   if (IsTerminal(next.state)) {
     if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
-    Advance(*run);
+    EndBackgroundWatch(live);
+    // Posted, not called: the followers woken by Notify() write this event to their sockets
+    // before the next transition's commit (an fsync) runs.
+    asio::post(ex_, [this, run_id] {
+      if (ActiveRun* r = Find(run_id)) Advance(*r);
+    });
   }
 }
 
@@ -478,6 +518,11 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   const Step& def = *live.def;
   const std::string run_id = run.record.id;
   int gen = ++live.action_gen;
+  EndBackgroundWatch(live);
+  if (def.background) {
+    StartBackground(run, index, gen);
+    return;
+  }
 
   SpawnOptions options;
   options.argv = def.run.Argv();
@@ -485,29 +530,15 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   options.cwd = def.cwd;
   options.log_path = LogPath(run_id, def.id);
   options.log_cap_bytes = options_.log_cap_bytes;
-  options.detach = def.background;
 
-  // A background action's output goes to its log file, not through here: the follower of that
-  // log must feed live.progress->OnLine() the same way.
+  // A background action's output goes to its log file, which FollowBackgroundOutput() reads.
   ChildProcess::LineHandler on_line;
-  if (!def.background && (!live.fail_on.empty() || def.watch.progress)) {
+  if (!live.fail_on.empty() || def.watch.progress) {
     on_line = [this, run_id, index, gen](std::string_view line) {
-      ActiveRun* run = Find(run_id);
-      if (!run) return;
-      if (const auto& watch = run->live[index].progress) watch->OnLine(line);
-      for (const auto& [pattern, re] : run->live[index].fail_on) {
-        if (!std::regex_search(line.begin(), line.end(), re)) continue;
-        EventInfo info;
-        info.reason = "output matched fail_on '" + pattern + "': " + std::string(line);
-        info.evidence["fail_on"] = pattern;
-        info.evidence["line"] = line;
-        Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
-        return;
-      }
+      OnOutputLine(run_id, index, gen, line);
     };
   }
-  bool background = def.background;
-  auto on_exit = [this, run_id, index, gen, background](const ExitStatus& status) {
+  auto on_exit = [this, run_id, index, gen](const ExitStatus& status) {
     ActiveRun* run = Find(run_id);
     if (!run) return;
     LiveStep& live = run->live[index];
@@ -522,13 +553,10 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     // slower (Asio re-registers each open descriptor in the child before exec).
     if (gen == live.action_gen) live.child.reset();
     if (status.ok()) {
-      // A background action that ends well leaves the decision to its verify checks.
-      if (!background)
-        Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction,
-                 gen);
+      Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction, gen);
       return;
     }
-    info.reason = (background ? "background action " : "") + status.ToString();
+    info.reason = status.ToString();
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
   };
 
@@ -544,13 +572,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   }
   live.child = child.value();
   StartProgressWatch(run, index, gen);
-  if (def.background) {
-    EventInfo info;
-    info.pid = live.child->pid();
-    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
-      Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), Source::kAction, gen);
-    });
-  } else if (def.timeout) {
+  if (def.timeout) {
     int timer_gen = live.timer_gen;
     Duration timeout = *def.timeout;
     live.timer->expires_after(timeout);
@@ -646,7 +668,179 @@ void RunManager::AddProgress(json::object& run_json) const {
 
 void RunManager::StopAction(ActiveRun& run, size_t index) {
   LiveStep& live = run.live[index];
+  if (live.background) {
+    // The action's process group, not its supervisor: the supervisor records the signal.
+    live.background->Stop(live.def->grace);
+    EndBackgroundWatch(live);
+    return;
+  }
   if (live.child && !live.child->exited()) live.child->Terminate(live.def->grace);
+}
+
+// Each output line of the action, as it arrives: progress first, then the fail_on patterns.
+void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
+                              std::string_view line) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return;
+  if (const auto& watch = run->live[index].progress) watch->OnLine(line);
+  for (const auto& [pattern, re] : run->live[index].fail_on) {
+    if (!std::regex_search(line.begin(), line.end(), re)) continue;
+    EventInfo info;
+    info.reason = "output matched fail_on '" + pattern + "': " + std::string(line);
+    info.evidence["fail_on"] = pattern;
+    info.evidence["line"] = line;
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    return;
+  }
+}
+
+// A background action runs under its supervisor (supervisor.h), which deployd re-executes
+// itself as; the step learns from the supervisor that the action has started (committed with
+// its processes before the step verifies) and how it ended.
+void RunManager::StartBackground(ActiveRun& run, size_t index, int gen) {
+  LiveStep& live = run.live[index];
+  const Step& def = *live.def;
+  const std::string run_id = run.record.id;
+  std::optional<BackgroundActionInfo> intent =
+      BackgroundActionInfo::FromJson(run.record.steps[index].action);
+  if (!intent) {
+    // Dispatch commits the intent with the fire; without it nothing may start.
+    EventInfo info;
+    info.reason = "internal error: the background action's record was not committed";
+    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
+      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    });
+    return;
+  }
+  SpawnOptions options;
+  options.argv = def.run.Argv();
+  options.env = def.env;
+  options.cwd = def.cwd;
+  options.log_path = LogPath(run_id, def.id);
+
+  BackgroundAction::Handlers handlers;
+  handlers.on_started = [this, run_id, index, gen, intent](const SupervisorRecord& record) {
+    BackgroundActionInfo started = *intent;
+    started.action = record.action;
+    started.supervisor = record.supervisor;
+    EventInfo info;
+    info.pid = record.action.pid;
+    info.action = started.ToJson();
+    Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), Source::kAction, gen);
+  };
+  handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
+    OnBackgroundEnd(run_id, index, gen, end, "");
+  };
+  Result<std::shared_ptr<BackgroundAction>> started = BackgroundAction::Start(
+      ex_, options, options_.supervisor_exe, intent->status_file, std::move(handlers));
+  if (!started.ok()) {
+    EventInfo info;
+    info.reason = started.status().message();
+    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
+      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    });
+    return;
+  }
+  live.background = std::move(started.value());
+  FollowBackgroundOutput(run, index, gen, intent->log_offset);
+  StartProgressWatch(run, index, gen);
+}
+
+// An exit status 0 leaves the decision to the verify checks; anything else fails the step.
+void RunManager::OnBackgroundEnd(const std::string& run_id, size_t index, int gen,
+                                 const ActionEnd& end, const std::string& when) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return;
+  const StepRecord& record = run->record.steps[index];
+  if (end.ok()) {
+    spdlog::info("{} {}: background action exited with status 0{}", run_id, record.id, when);
+    return;
+  }
+  EventInfo info;
+  if (end.exit) {
+    info.exit_status = end.exit->AsShellStatus();
+    info.evidence["exit_status"] = end.exit->AsShellStatus();
+    if (end.exit->signal) info.evidence["signal"] = end.exit->signal;
+  }
+  std::optional<BackgroundActionInfo> action = BackgroundActionInfo::FromJson(record.action);
+  info.evidence["output_tail"] = ToJson(ReadLastLines(
+      LogPath(run_id, record.id), action ? action->log_offset : 0, ChildProcess::kTailLines));
+  info.reason = (end.exit ? "background action " : "") + end.reason + when;
+  if (!when.empty()) info.detail = "deployd restarted; " + info.reason;
+  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+}
+
+// fail_on for a background action: its log is followed as it grows (inotify), from where the
+// attempt's output starts, so lines written while deployd was down are matched too.
+void RunManager::FollowBackgroundOutput(ActiveRun& run, size_t index, int gen,
+                                        std::uint64_t offset) {
+  LiveStep& live = run.live[index];
+  if (live.fail_on.empty() && !live.def->watch.progress) return;
+  const std::string run_id = run.record.id;
+  auto lines = std::make_shared<LineSplitter>();
+  auto on_line = [this, run_id, index, gen](std::string_view line) {
+    OnOutputLine(run_id, index, gen, line);
+  };
+  Result<std::unique_ptr<LogFollower>> follower =
+      LogFollower::Start(ex_, LogPath(run_id, live.def->id), offset,
+                         [lines, on_line](std::string_view data) { lines->Feed(data, on_line); });
+  if (!follower.ok()) {
+    spdlog::error("{} {}: fail_on cannot watch the output: {}", run_id, live.def->id,
+                  follower.status().message());
+    return;
+  }
+  live.output = std::move(follower.value());
+}
+
+// After a restart (DESIGN.md §1): a background action whose supervisor still runs is watched
+// again and verified as before; one that ended while deployd was down is judged by the exit
+// status its supervisor recorded. False when nothing is known of it: the generic recovery
+// applies.
+bool RunManager::Reattach(ActiveRun& run, size_t index) {
+  LiveStep& live = run.live[index];
+  const StepRecord& record = run.record.steps[index];
+  const std::string run_id = run.record.id;
+  std::optional<BackgroundActionInfo> info = BackgroundActionInfo::FromJson(record.action);
+  if (!info) return false;
+  int gen = ++live.action_gen;
+  BackgroundAction::Handlers handlers;
+  handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
+    OnBackgroundEnd(run_id, index, gen, end, "");
+  };
+  BackgroundAction::Found found = BackgroundAction::Find(ex_, *info, std::move(handlers));
+  switch (found.kind) {
+    case BackgroundAction::Found::Kind::kUnknown:
+      return false;
+    case BackgroundAction::Found::Kind::kAlive: {
+      live.background = found.watch;
+      BackgroundActionInfo known = *info;
+      known.action = found.record.action;
+      known.supervisor = found.record.supervisor;
+      EventInfo event;
+      event.pid = known.action->pid;
+      event.action = known.ToJson();
+      event.detail = "deployd restarted; reattached to the background action (pid " +
+                     std::to_string(known.action->pid) + ")";
+      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), Source::kAction, gen);
+      break;
+    }
+    case BackgroundAction::Found::Kind::kEnded: {
+      if (!found.end.ok()) {
+        OnBackgroundEnd(run_id, index, gen, found.end, " (it ended while deployd was down)");
+        return true;
+      }
+      EventInfo event;
+      event.exit_status = 0;
+      event.detail = "deployd restarted; the background action had exited with status 0 meanwhile";
+      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), Source::kAction, gen);
+      break;
+    }
+  }
+  if (ActiveRun* r = Find(run_id); r && !IsTerminal(r->record.steps[index].state)) {
+    FollowBackgroundOutput(*r, index, gen, info->log_offset);
+    if (found.kind == BackgroundAction::Found::Kind::kAlive) StartProgressWatch(*r, index, gen);
+  }
+  return true;
 }
 
 void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
@@ -861,6 +1055,11 @@ json::object RunToJson(const RunRecord& run) {
     so["finished_at_ms"] = s.finished_at_ms;
     so["exit_status"] = s.exit_status ? json::value(*s.exit_status) : json::value(nullptr);
     if (s.pid) so["pid"] = *s.pid;
+    if (!s.action.empty()) {
+      boost::system::error_code ec;
+      json::value action = json::parse(s.action, ec);
+      if (!ec) so["action"] = std::move(action);
+    }
     so["reason"] = s.reason;
     if (!s.evidence.empty()) {
       boost::system::error_code ec;

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deployd/status.h"
@@ -29,12 +30,17 @@
 
 namespace deployd {
 
+struct ActionEnd;
+
 struct RunManagerOptions {
   std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
   std::uint64_t log_cap_bytes = 64ull << 20;
   // Called after each committed event with a one-line summary of what deployd is doing
   // (for systemd's STATUS=).
   std::function<void(const std::string& activity)> on_activity;
+  // The program a background action's supervisor is executed from: deployd itself, whatever
+  // replaced the file on disk since it started.
+  std::string supervisor_exe = "/proc/self/exe";
 };
 
 struct ApplyResult {
@@ -70,6 +76,8 @@ class RunManager {
   void AddProgress(boost::json::object& run_json) const;
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  // Where the supervisor of a background step's attempt records its action (supervisor.h).
+  std::string StatusPath(const std::string& run_id, const std::string& step_id, int attempt) const;
   size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
@@ -88,12 +96,19 @@ class RunManager {
   void RunPreflight(ActiveRun& run);
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
               const std::string& evidence);
-  void Dispatch(const std::string& run_id, size_t index, StepEvent event, EventInfo info,
+  void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info,
                 Source source, int generation);
   void StartAction(ActiveRun& run, size_t index);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
   void StopAction(ActiveRun& run, size_t index);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
+  void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
+  void StartBackground(ActiveRun& run, size_t index, int gen);
+  // `when` ends the reason, e.g. " (it ended while deployd was down)".
+  void OnBackgroundEnd(const std::string& run_id, size_t index, int gen, const ActionEnd& end,
+                       const std::string& when);
+  void FollowBackgroundOutput(ActiveRun& run, size_t index, int gen, std::uint64_t offset);
+  bool Reattach(ActiveRun& run, size_t index);
   // Re-opens a finished run from `from` on: failed or cancelled main steps and every
   // on_failure step become pending again, and the run is running.
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);

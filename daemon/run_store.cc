@@ -18,7 +18,7 @@ namespace {
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 1> kMigrations = {
+constexpr std::array<const char*, 2> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -68,6 +68,11 @@ CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+)sql",
+    // Version 2: what a step's action needs to be found again after a restart (a background
+    // action's processes and supervisor files), JSON object text or ''.
+    R"sql(
+ALTER TABLE steps ADD COLUMN action TEXT NOT NULL DEFAULT '';
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,
@@ -296,6 +301,7 @@ Result<StepRecord> ReadStep(const std::string& path, const std::string& run_id, 
   if (!q.IsNull(8)) step.pid = q.Int(8);
   step.reason = q.Text(9);
   step.evidence = q.Text(10);
+  step.action = q.Text(11);
   return step;
 }
 
@@ -312,7 +318,8 @@ void BindStep(Use& q, const std::string& run_id, const StepRecord& step) {
       .Bind(9, step.exit_status)
       .Bind(10, step.pid)
       .Bind(11, step.reason)
-      .Bind(12, step.evidence);
+      .Bind(12, step.evidence)
+      .Bind(13, step.action);
 }
 
 // Exceptions (in practice only std::bad_alloc) become a Status at the store's edge.
@@ -353,8 +360,8 @@ struct RunStore::Statements {
          "finished_at_ms, reason, evidence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
         {&s->insert_step,
          "INSERT INTO steps (run_id, idx, id, phase, state, attempts, started_at_ms, "
-         "finished_at_ms, exit_status, pid, reason, evidence) "
-         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"},
+         "finished_at_ms, exit_status, pid, reason, evidence, action) "
+         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"},
         // One statement both finds the run's next seq and proves the run exists: no row is
         // inserted for an unknown run.
         {&s->insert_event,
@@ -368,7 +375,8 @@ struct RunStore::Statements {
         // Parameters numbered as insert_step's, so that one BindStep serves both.
         {&s->update_step,
          "UPDATE steps SET phase = ?4, state = ?5, attempts = ?6, started_at_ms = ?7, "
-         "finished_at_ms = ?8, exit_status = ?9, pid = ?10, reason = ?11, evidence = ?12 "
+         "finished_at_ms = ?8, exit_status = ?9, pid = ?10, reason = ?11, evidence = ?12, "
+         "action = ?13 "
          "WHERE run_id = ?1 AND idx = ?2 AND id = ?3"},
         {&s->select_run, "SELECT " + run_columns + " FROM runs WHERE id = ?1"},
         {&s->select_runs, "SELECT " + run_columns + " FROM runs ORDER BY seq DESC LIMIT ?1"},
@@ -376,7 +384,7 @@ struct RunStore::Statements {
                                     unfinished + ") ORDER BY seq LIMIT ?1"},
         {&s->select_steps,
          "SELECT idx, id, phase, state, attempts, started_at_ms, finished_at_ms, exit_status, "
-         "pid, reason, evidence FROM steps WHERE run_id = ?1 ORDER BY idx"},
+         "pid, reason, evidence, action FROM steps WHERE run_id = ?1 ORDER BY idx"},
         {&s->select_events,
          "SELECT seq, at_ms, step_id, kind, state, detail FROM events WHERE run_id = ?1 "
          "ORDER BY seq"},

@@ -36,6 +36,9 @@ struct StepRecord {
   std::optional<std::int64_t> pid;  // of the last attempt's action while it may be alive
   std::string reason;    // one line: why the step is in its state ("exit status 3", …)
   std::string evidence;  // JSON object text, "" when none
+  // JSON object text, "" when none: what is needed to find the last attempt's action again
+  // after a restart (a background action's processes and status file, background_action.h).
+  std::string action;
 };
 
 struct RunRecord {
@@ -104,7 +107,7 @@ class RunStore {
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life

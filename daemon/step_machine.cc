@@ -94,6 +94,10 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
       // A step with checks can prove it is done; otherwise only a safe step is repeated.
       if (f.has_verify) return To(S::kVerifying, {E::kStartVerify});
       return f.idempotent ? Fire() : Interrupted();
+    case StepEvent::kReattach:
+      // Only a background action outlives the daemon; nothing is fired again.
+      if ((state != S::kRunning && state != S::kVerifying) || !f.background) break;
+      return ActionDone(f);
     case StepEvent::kOperatorSkip:
       if (state != S::kPending && state != S::kFailed && state != S::kWaiting &&
           state != S::kCancelled)
@@ -120,6 +124,7 @@ std::string_view ToString(StepEvent event) {
     case StepEvent::kRetryDue: return "retry-due";
     case StepEvent::kCancel: return "cancel";
     case StepEvent::kRecover: return "recover";
+    case StepEvent::kReattach: return "reattach";
     case StepEvent::kOperatorSkip: return "operator-skip";
     case StepEvent::kOperatorRetry: return "operator-retry";
   }

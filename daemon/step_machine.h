@@ -39,6 +39,8 @@ enum class StepEvent {
   kRetryDue,         // the retry delay has elapsed
   kCancel,           // the run is being cancelled
   kRecover,          // the daemon restarted while the step was running or verifying
+  kReattach,         // the daemon restarted; the background action is still running or ended
+                     // with exit status 0 (its supervisor says), so verify decides as before
   kOperatorSkip,     // deployctl skip
   kOperatorRetry,    // deployctl retry (a finished step starts afresh)
 };
@@ -47,6 +49,7 @@ inline constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kActionSucceeded, StepEvent::kActionStarted, StepEvent::kActionFailed,
     StepEvent::kStalled,       StepEvent::kVerifyPassed,    StepEvent::kVerifyFailed,
     StepEvent::kRetryDue,      StepEvent::kCancel,          StepEvent::kRecover,
+    StepEvent::kReattach,
     StepEvent::kOperatorSkip,  StepEvent::kOperatorRetry};
 
 enum class StepEffect {

@@ -139,6 +139,7 @@ void CheckSameStep(const StepRecord& a, const StepRecord& b) {
   CHECK(a.pid == b.pid);
   CHECK(a.reason == b.reason);
   CHECK(a.evidence == b.evidence);
+  CHECK(a.action == b.action);
 }
 
 void CheckSameRun(const RunRecord& a, const RunRecord& b) {
@@ -213,6 +214,7 @@ TEST_CASE("RunStore round-trips every field of a run", "[run_store]") {
   run.steps[0].evidence = R"({"probe":"systemctl is-active glm5","output":"inactive\n"})";
   run.steps[1].state = StepState::kRunning;
   run.steps[1].pid = 4'000'000'123;  // wider than 32 bits
+  run.steps[1].action = R"({"kind":"background","status_file":"/s/x.1.status","log_offset":7})";
   run.steps[2].exit_status = 137;
   {
     auto store = MustOpen(path);
@@ -468,7 +470,7 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
 
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");  // stored in the file itself
-  CHECK(raw.Query("PRAGMA user_version") == "1");
+  CHECK(raw.Query("PRAGMA user_version") == "2");
   // synchronous belongs to each connection: this one shows Debian's WAL default, which is
   // also FULL (build-facts §8); the store's own connection is read through ReadPragma.
   CHECK(raw.Query("PRAGMA synchronous") == "2");
@@ -544,7 +546,7 @@ TEST_CASE("a newer schema is refused and left untouched", "[run_store]") {
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() ==
         path +
-            ": schema version 7 is newer than this deployd understands (1); run a newer "
+            ": schema version 7 is newer than this deployd understands (2); run a newer "
             "deployd or move the file away");
   CHECK(ReadBytes(path) == before);
 }
@@ -854,4 +856,148 @@ TEST_CASE("Commit latency", "[.bench][run_store]") {
     std::remove(path.c_str());
     RemoveSideFiles(path);
   }
+}
+
+namespace {
+
+// The schema exactly as version 1 of deployd created it. Databases in the field were built by
+// it; this copy is frozen here (not taken from the store) so that the test also catches an
+// edit of the released script.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE runs (
+  id TEXT NOT NULL PRIMARY KEY,
+  seq INTEGER NOT NULL UNIQUE,
+  plan_name TEXT NOT NULL,
+  plan_file TEXT NOT NULL,
+  plan_text TEXT NOT NULL,
+  vars TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  evidence TEXT NOT NULL
+) STRICT;
+CREATE TABLE steps (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  idx INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  started_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL,
+  exit_status INTEGER,
+  pid INTEGER,
+  reason TEXT NOT NULL,
+  evidence TEXT NOT NULL,
+  PRIMARY KEY (run_id, idx)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE events (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  seq INTEGER NOT NULL,
+  at_ms INTEGER NOT NULL,
+  step_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+) STRICT, WITHOUT ROWID;
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+)sql";
+
+// A version 1 database holding one failed run with two steps and three events, written with
+// plain SQL as deployd 1 wrote it (WAL mode, user_version 1).
+void WriteV1Database(const std::string& path, const std::string& extra_sql = "") {
+  RawDb raw(path);
+  REQUIRE(raw.Query("PRAGMA journal_mode = WAL") == "wal");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  std::string script = std::string("BEGIN;") + kSchemaV1 + R"sql(
+INSERT INTO runs VALUES ('old-3', 3, 'old', 'plans/old.yaml', 'version: 1', '{"port":"8000"}',
+  'failed', 1700000000000, 1700000009000, 'step launch failed: exit status 2',
+  '{"exit_status":2}');
+INSERT INTO steps VALUES ('old-3', 0, 'fetch', 'main', 'succeeded', 1, 1700000000100,
+  1700000000500, 0, NULL, '', '');
+INSERT INTO steps VALUES ('old-3', 1, 'launch', 'main', 'failed', 2, 1700000000600,
+  1700000009000, 2, 31337, 'exit status 2', '{"output_tail":["boom"]}');
+INSERT INTO events VALUES ('old-3', 1, 1700000000000, '', 'run.created', 'pending', 'plan old');
+INSERT INTO events VALUES ('old-3', 2, 1700000000100, 'fetch', 'step.state', 'running', 'attempt 1');
+INSERT INTO events VALUES ('old-3', 3, 1700000009000, '', 'run.state', 'failed', 'step launch failed');
+PRAGMA user_version = 1;
+)sql" + extra_sql + "COMMIT;";
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, script.c_str(), nullptr, nullptr, &error);
+  INFO((error ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close_v2(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("a version 1 database is migrated to version 2 and keeps its data", "[run_store]") {
+  TempDir dir;
+  const std::string path = dir.File("deployd.db");
+  WriteV1Database(path);
+
+  auto store = MustOpen(path);
+  RunRecord run = MustLoad(*store, "old-3");
+  CHECK(run.plan_name == "old");
+  CHECK(run.vars == std::map<std::string, std::string>{{"port", "8000"}});
+  CHECK(run.state == RunState::kFailed);
+  CHECK(run.finished_at_ms == 1'700'000'009'000);
+  CHECK(run.reason == "step launch failed: exit status 2");
+  CHECK(run.evidence == R"({"exit_status":2})");
+  REQUIRE(run.steps.size() == 2);
+  CHECK(run.steps[0].id == "fetch");
+  CHECK(run.steps[0].state == StepState::kSucceeded);
+  CHECK(run.steps[0].exit_status == 0);
+  CHECK_FALSE(run.steps[0].pid.has_value());
+  CHECK(run.steps[1].id == "launch");
+  CHECK(run.steps[1].attempts == 2);
+  CHECK(run.steps[1].exit_status == 2);
+  CHECK(run.steps[1].pid == 31337);
+  CHECK(run.steps[1].reason == "exit status 2");
+  CHECK(run.steps[1].evidence == R"({"output_tail":["boom"]})");
+  for (const StepRecord& step : run.steps) CHECK(step.action.empty());
+  auto events = MustEvents(*store, "old-3");
+  REQUIRE(events.size() == 3);
+  CHECK(events[1].detail == "attempt 1");
+
+  // The new column takes writes; old rows and new runs live side by side.
+  StepRecord launch = run.steps[1];
+  launch.action = R"({"kind":"background"})";
+  MustCommit(*store, StepTransition("old-3", launch, StepState::kFailed, 1'700'000'010'000));
+  CHECK(MustLoad(*store, "old-3").steps[1].action == launch.action);
+  CHECK(MustCreate(*store, DemoRun("old")) == "old-4");
+  CHECK(MustEvents(*store, "old-3").size() == 4);
+
+  RawDb raw(path);
+  CHECK(raw.Query("PRAGMA user_version") == "2");
+  CHECK(raw.Query("PRAGMA journal_mode") == "wal");
+  // The history is still protected: the triggers came through the migration.
+  CHECK(raw.Query("DELETE FROM events") == "ERROR: events are append-only");
+  CHECK(raw.Query("PRAGMA quick_check") == "ok");
+  store.reset();
+  // Opened again, it is current: nothing more to migrate.
+  auto again = MustOpen(path);
+  CHECK(MustLoad(*again, "old-3").steps[1].action == launch.action);
+}
+
+TEST_CASE("a migration that fails leaves the database at its version", "[run_store]") {
+  TempDir dir;
+  const std::string path = dir.File("deployd.db");
+  // A column the migration means to add is already there: ALTER TABLE fails halfway.
+  WriteV1Database(path, "ALTER TABLE steps ADD COLUMN action TEXT;");
+  auto store = RunStore::Open(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().message() == path +
+                                        ": cannot migrate the schema from version 1 to 2: "
+                                        "duplicate column name: action");
+  RawDb raw(path);
+  CHECK(raw.Query("PRAGMA user_version") == "1");
+  CHECK(raw.Query("SELECT count(*) FROM events") == "3");
 }

@@ -122,13 +122,15 @@ TEST_CASE("step machine: background step with verify, last attempt") {
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      {"recover", "verifying:start-verify"},
+                      {"reattach", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "verifying:start-verify"}};
+                        {"recover", "verifying:start-verify"},
+                        {"reattach", "verifying:start-verify"}};
   CheckTable(f, table);
 }
 
@@ -149,13 +151,15 @@ TEST_CASE("step machine: recovering an idempotent background step without verify
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "running:fire"}};
+                      {"recover", "running:fire"},
+                      {"reattach", "succeeded"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "running:fire"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "running:fire"}};
+                        {"recover", "running:fire"},
+                        {"reattach", "succeeded"}};
   CheckTable(f, table);
 }
 
@@ -177,13 +181,15 @@ TEST_CASE("step machine: on_stall restart, background step with attempts left") 
                       {"action-failed", "pending:stop-action,schedule-retry"},
                       {"stalled", "pending:stop-action,schedule-retry"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      {"recover", "verifying:start-verify"},
+                      {"reattach", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "pending:stop-verify,stop-action,schedule-retry"},
                         {"stalled", "pending:stop-verify,stop-action,schedule-retry"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "pending:stop-action,schedule-retry"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "verifying:start-verify"}};
+                        {"recover", "verifying:start-verify"},
+                        {"reattach", "verifying:start-verify"}};
   CheckTable(f, table);
 }
 

@@ -1,0 +1,314 @@
+// BackgroundAction with the real supervisor (the deployd binary built alongside, re-executed
+// with --supervise), real processes and a real status file; and the pieces it stands on:
+// ProcessIdentity, ProcessExitWatch, SupervisorRecord.
+#include "background_action.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "process_exit_watch.h"
+#include "process_identity.h"
+#include "supervisor_record.h"
+
+using namespace deployd;
+namespace asio = boost::asio;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/deployd_background_test.XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+template <typename Predicate>
+void RunUntil(asio::io_context& io, Predicate done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    io.restart();
+    io.run_one_for(std::chrono::milliseconds(20));
+  }
+}
+
+struct Watched {
+  std::optional<SupervisorRecord> started;
+  std::optional<ActionEnd> end;
+  std::shared_ptr<BackgroundAction> action;
+};
+
+std::unique_ptr<Watched> StartAction(asio::io_context& io, const TempDir& dir,
+                                     std::vector<std::string> argv) {
+  auto w = std::make_unique<Watched>();
+  SpawnOptions options;
+  options.argv = std::move(argv);
+  options.log_path = dir.File("step.log");
+  BackgroundAction::Handlers handlers;
+  handlers.on_started = [w = w.get()](const SupervisorRecord& r) { w->started = r; };
+  handlers.on_end = [w = w.get()](const ActionEnd& e) { w->end = e; };
+  auto started = BackgroundAction::Start(io.get_executor(), options, DEPLOYD_TEST_BIN,
+                                         dir.File("step.1.status"), std::move(handlers));
+  INFO((started.ok() ? "" : started.status().message()));
+  REQUIRE(started.ok());
+  w->action = started.value();
+  return w;
+}
+
+bool Alive(pid_t pid) {
+  auto identity = ProcessIdentity::Of(pid);
+  return identity && identity->IsAlive();
+}
+
+// Waits (bounded) until `pid` has ended; the test's own wait, not the product's.
+bool Gone(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (!Alive(pid)) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a process identity tells a process from another with the same pid") {
+  auto me = ProcessIdentity::Of(::getpid());
+  REQUIRE(me.has_value());
+  CHECK(me->IsAlive());
+  CHECK_FALSE(CurrentBootId().empty());
+  ProcessIdentity other = *me;
+  other.start_time += 1;
+  CHECK_FALSE(other.IsAlive());
+  other = *me;
+  other.boot_id = "another boot";
+  CHECK_FALSE(other.IsAlive());
+  CHECK_FALSE(ProcessIdentity::Of(-1).has_value());
+
+  // A zombie has ended, although /proc still shows it until it is reaped.
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  auto zombie = ProcessIdentity::Of(child);
+  REQUIRE(zombie.has_value());
+  CHECK(Gone(child));
+  CHECK(ProcessIdentity::Of(child).has_value());
+  ::waitpid(child, nullptr, 0);
+  CHECK_FALSE(ProcessIdentity::Of(child).has_value());
+}
+
+TEST_CASE("a process exit watch fires when the process exits, and refuses another process") {
+  asio::io_context io;
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[1]);
+    char c;
+    (void)!::read(pipe_fds[0], &c, 1);
+    ::_exit(0);
+  }
+  ::close(pipe_fds[0]);
+  auto identity = ProcessIdentity::Of(child);
+  REQUIRE(identity.has_value());
+
+  ProcessIdentity impostor = *identity;
+  impostor.start_time += 1;
+  auto refused = ProcessExitWatch::Open(io.get_executor(), impostor);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() ==
+        "process " + std::to_string(child) + " is no longer the one started");
+
+  auto watch = ProcessExitWatch::Open(io.get_executor(), *identity);
+  REQUIRE(watch.ok());
+  bool exited = false;
+  watch.value()->AsyncWait([&] { exited = true; });
+  io.restart();
+  io.run_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(exited);
+  ::close(pipe_fds[1]);
+  RunUntil(io, [&] { return exited; });
+  ::waitpid(child, nullptr, 0);
+}
+
+TEST_CASE("supervisor records round-trip; the status file is replaced atomically") {
+  TempDir dir;
+  SupervisorRecord r;
+  r.state = SupervisorRecord::State::kExited;
+  r.action = {42, 1000, "boot"};
+  r.supervisor = {41, 999, "boot"};
+  r.started_at_ms = 5;
+  r.ended_at_ms = 9;
+  r.exit.signal = SIGTERM;
+  REQUIRE(WriteFileAtomically(dir.File("s"), r.ToJson()).ok());
+  auto read = ReadSupervisorRecord(dir.File("s"));
+  REQUIRE(read.ok());
+  REQUIRE(read.value().has_value());
+  CHECK(read.value()->ToJson() == r.ToJson());
+  CHECK(read.value()->action == r.action);
+  CHECK(read.value()->exit.signal == SIGTERM);
+  CHECK_FALSE(std::filesystem::exists(dir.File("s.tmp")));
+
+  auto missing = ReadSupervisorRecord(dir.File("none"));
+  REQUIRE(missing.ok());
+  CHECK_FALSE(missing.value().has_value());
+  REQUIRE(WriteFileAtomically(dir.File("bad"), "{\"state\": \"exploded\"}").ok());
+  auto bad = ReadSupervisorRecord(dir.File("bad"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "the status file " + dir.File("bad") + " is damaged: unknown state \"exploded\"");
+}
+
+TEST_CASE("the supervisor starts the action in its own group and records its exit") {
+  TempDir dir;
+  asio::io_context io;
+  auto w =
+      StartAction(io, dir, {"/bin/sh", "-c", "echo out; echo err >&2; ls /proc/self/fd; exit 3"});
+  RunUntil(io, [&] { return w->end.has_value(); });
+  REQUIRE(w->started.has_value());
+  CHECK(w->started->state == SupervisorRecord::State::kRunning);
+  CHECK(w->started->action.pid != w->started->supervisor.pid);
+  CHECK(w->action->action() == w->started->action);
+  REQUIRE(w->end->exit.has_value());
+  CHECK(w->end->exit->code == 3);
+  CHECK(w->end->reason == "exit status 3");
+  // stdout and stderr in the log; no descriptor but 0, 1, 2 (and ls's own) in the action.
+  CHECK(ReadFile(dir.File("step.log")) == "out\nerr\n0\n1\n2\n3\n");
+  auto record = ReadSupervisorRecord(dir.File("step.1.status"));
+  REQUIRE(record.ok());
+  REQUIRE(record.value().has_value());
+  CHECK(record.value()->state == SupervisorRecord::State::kExited);
+  CHECK(record.value()->exit.code == 3);
+  CHECK(record.value()->action == w->started->action);
+  CHECK(record.value()->ended_at_ms >= record.value()->started_at_ms);
+}
+
+TEST_CASE("stopping signals the action's group; the supervisor ignores SIGTERM and records it") {
+  TempDir dir;
+  asio::io_context io;
+  // The grandchild ignores SIGTERM: only the SIGKILL after the grace period ends it.
+  auto w = StartAction(
+      io, dir,
+      {"/bin/sh", "-c",
+       "(trap '' TERM; exec sleep 60) & echo $! > " + dir.File("grandchild") + "; wait"});
+  RunUntil(io, [&] { return w->started.has_value(); });
+  pid_t action = w->started->action.pid;
+  pid_t supervisor = w->started->supervisor.pid;
+  CHECK(::getpgid(action) == action);
+  CHECK(::getpgid(supervisor) != action);
+  ::kill(supervisor, SIGTERM);  // what `systemctl restart deployd` may send
+  RunUntil(io, [&] {
+    return std::filesystem::exists(dir.File("grandchild")) &&
+           !ReadFile(dir.File("grandchild")).empty();
+  });
+  pid_t grandchild = std::stoi(ReadFile(dir.File("grandchild")));
+  CHECK(Alive(supervisor));
+  // The supervisor holds nothing of the daemon's (here: the test's), only /dev/null and the
+  // log, once it has let go of the pipe its report went through.
+  auto foreign_fds = [&] {
+    std::string foreign;
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(supervisor) + "/fd")) {
+      std::string target = std::filesystem::read_symlink(fd.path()).string();
+      if (target != "/dev/null" && target != dir.File("step.log")) foreign += " " + target;
+    }
+    return foreign;
+  };
+  RunUntil(io, [&] { return foreign_fds().empty(); });
+
+  w->action->Stop(std::chrono::milliseconds(200));
+  w->action->Forget();  // the step stops watching; the stop still completes
+  w->action.reset();
+  auto recorded = [&] {
+    auto r = ReadSupervisorRecord(dir.File("step.1.status"));
+    return r.ok() && r.value() && r.value()->state == SupervisorRecord::State::kExited;
+  };
+  RunUntil(io, [&] { return recorded() && !Alive(action) && !Alive(grandchild); });
+  auto record = ReadSupervisorRecord(dir.File("step.1.status"));
+  CHECK(record.value()->exit.signal == SIGTERM);
+  RunUntil(io, [&] { return !Alive(supervisor); });
+  CHECK_FALSE(w->end.has_value());  // forgotten: no handler ran
+}
+
+TEST_CASE("an action that cannot be executed is reported by the supervisor") {
+  TempDir dir;
+  asio::io_context io;
+  std::ofstream(dir.File("not-executable")) << "#!/bin/sh\n";
+  auto w = StartAction(io, dir, {dir.File("not-executable")});
+  RunUntil(io, [&] { return w->end.has_value(); });
+  CHECK_FALSE(w->started.has_value());
+  CHECK_FALSE(w->end->exit.has_value());
+  CHECK(w->end->reason == "cannot start '" + dir.File("not-executable") + "': Permission denied");
+  auto record = ReadSupervisorRecord(dir.File("step.1.status"));
+  REQUIRE(record.ok());
+  CHECK(record.value()->state == SupervisorRecord::State::kFailedToStart);
+}
+
+TEST_CASE("Find: an action still running is watched again; an ended one says how it ended") {
+  TempDir dir;
+  asio::io_context io;
+  const std::string go = dir.File("go");
+  auto w = StartAction(io, dir,
+                       {"/bin/sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.02; done; exit 5"});
+  RunUntil(io, [&] { return w->started.has_value(); });
+  BackgroundActionInfo info;
+  info.status_file = dir.File("step.1.status");
+  // As a later deployd would: from the stored record, or from the status file alone.
+  for (bool stored : {true, false}) {
+    if (stored) {
+      info.action = w->started->action;
+      info.supervisor = w->started->supervisor;
+    } else {
+      info.action.reset();
+      info.supervisor.reset();
+    }
+    auto round_trip = BackgroundActionInfo::FromJson(info.ToJson());
+    REQUIRE(round_trip.has_value());
+    CHECK(round_trip->ToJson() == info.ToJson());
+  }
+  info.action = w->started->action;
+  info.supervisor = w->started->supervisor;
+  std::optional<ActionEnd> end;
+  BackgroundAction::Handlers handlers;
+  handlers.on_end = [&](const ActionEnd& e) { end = e; };
+  BackgroundAction::Found found = BackgroundAction::Find(io.get_executor(), info, handlers);
+  REQUIRE(found.kind == BackgroundAction::Found::Kind::kAlive);
+  CHECK(found.record.action == w->started->action);
+  std::ofstream(go) << "";
+  RunUntil(io, [&] { return end.has_value() && w->end.has_value(); });
+  CHECK(end->reason == "exit status 5");
+
+  found = BackgroundAction::Find(io.get_executor(), info, {});
+  CHECK(found.kind == BackgroundAction::Found::Kind::kEnded);
+  REQUIRE(found.end.exit.has_value());
+  CHECK(found.end.exit->code == 5);
+
+  info.status_file = dir.File("never-written.status");
+  CHECK(BackgroundAction::Find(io.get_executor(), info, {}).kind ==
+        BackgroundAction::Found::Kind::kUnknown);
+}
