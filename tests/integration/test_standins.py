@@ -10,6 +10,7 @@ orphans included, also when a test fails.
 import glob
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -17,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -306,7 +308,7 @@ class ServiceTest(SimHostCase):
         t0 = time.monotonic()
         self.run_tool("systemctl", "start", "kimi", check=0)
         wait_until(lambda: self.show("kimi", "ActiveState")["ActiveState"] == "failed", what="OOM failure")
-        self.assertLess(time.monotonic() - t0, 5)
+        self.assertLess(time.monotonic() - t0, 10)
         self.assertEqual(self.show("kimi", "ExecMainStatus", "Result"), {"ExecMainStatus": "1", "Result": "exit-code"})
         log = self.journal("kimi")
         self.assertIn("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", log)
@@ -329,6 +331,18 @@ class ServiceTest(SimHostCase):
         self.run_tool("systemctl", "start", "kimi", check=0)
         wait_until(lambda: self.show("kimi", "ActiveState")["ActiveState"] == "failed", what="bind failure")
         self.assertIn("OSError: [Errno 98] Address already in use", self.journal("kimi"))
+
+    def test_gguf_model_serves(self):
+        gguf = os.path.join(self.sim, "glm5-gguf", "GLM-5-UD-Q4_K_XL.gguf")
+        os.makedirs(os.path.dirname(gguf))
+        with open(gguf, "wb") as f:
+            f.write(b"GGUF" + b"\0" * 4096)
+        port, _ = self.vllm_unit(name="glm5.service", tp=1, model=gguf)
+        self.run_tool("systemctl", "start", "glm5.service", check=0)
+        self.wait_ready(port)
+        status, body = http("GET", "http://127.0.0.1:%d/v1/models" % port)
+        self.assertEqual(json.loads(body)["data"][0]["root"], gguf)
+        self.assertEqual(sorted(a[2] for a in self.apps()), ["VLLM::EngineCore", "VLLM::Worker_TP0"])
 
     def test_restart_always_and_start_limit(self):
         self.write_unit("flaky.service", """\
@@ -385,8 +399,10 @@ ExecStart=/bin/sh -c 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; slee
         follower = subprocess.Popen(["journalctl", "-u", "talk.service", "-f", "-o", "cat", "-n", "0"],
                                     env=self.env, stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.addCleanup(lambda: (follower.kill(), follower.wait(), follower.stdout.close()))
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x.rstrip("\n")) for x in follower.stdout], daemon=True).start()
         self.run_tool("systemctl", "start", "talk.service", check=0)
-        seen = [follower.stdout.readline().rstrip("\n") for _ in range(6)]
+        seen = [lines.get(timeout=TIMEOUT) for _ in range(6)]
         self.assertEqual(seen, ["Started talk.service.", "line 1", "line 2", "line 3", "line 4", "line 5"])
         cp = self.run_tool("journalctl", "-u", "talk", "-n", "2", "-o", "cat", check=0)
         self.assertEqual(cp.stdout, "line 4\nline 5\n")
@@ -466,7 +482,7 @@ class HfTest(SimHostCase):
         # A second run has nothing to do; the CLI's version and the calls log.
         t0 = time.monotonic()
         self.run_tool("hf", "download", self.REPO, "--local-dir", self.dest, "--quiet", check=0)
-        self.assertLess(time.monotonic() - t0, 5)
+        self.assertLess(time.monotonic() - t0, 10)
         self.assertRegex(self.run_tool("hf", "version", check=0).stdout, r"^huggingface_hub version: \d+\.\d+\.\d+\n$")
         self.assertIsNone(shutil.which("huggingface-cli", path=self.env["PATH"].split(os.pathsep)[0]))
         calls = simhost.read_calls(self.sim, "hf")

@@ -408,7 +408,7 @@ def gpu_holders():
     d = path("gpu-procs")
     live, lingering = [], []
     try:
-        names = sorted(os.listdir(d))
+        names = sorted(os.listdir(d), key=lambda n: (len(n), n))  # numerically by pid
     except OSError:
         names = []
     now = time.time()
