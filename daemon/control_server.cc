@@ -56,6 +56,13 @@ std::string ReadTail(const std::string& path) {
   return text;
 }
 
+// "alice (uid 1000)": who approved a step, for its record.
+std::string PeerName(uid_t uid) {
+  struct passwd* pw = ::getpwuid(uid);
+  std::string id = "uid " + std::to_string(uid);
+  return pw ? std::string(pw->pw_name) + " (" + id + ")" : id;
+}
+
 const json::string* StringField(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   return v ? v->if_string() : nullptr;
@@ -95,6 +102,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       Close();
       co_return;
     }
+    peer_ = PeerName(cred.uid);
     std::string buffer;
     for (;;) {
       auto [ec, n] = co_await asio::async_read_until(
@@ -186,10 +194,17 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       o["runs"] = std::move(a);
       return o;
     }
-    if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip")
+    if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip" &&
+        op != "approve" && op != "pause" && op != "resume")
       return Error("bad request: unknown op '" + op + "'");
     if (!run) return Error("bad request: " + op + " needs \"run\"");
     if (op == "cancel") return StatusAnswer(runs.Cancel(std::string(*run)));
+    if (op == "pause") return StatusAnswer(runs.Pause(std::string(*run)));
+    if (op == "resume") return StatusAnswer(runs.Resume(std::string(*run)));
+    if (op == "approve") {
+      if (!step) return Error("bad request: approve needs \"step\"");
+      return StatusAnswer(runs.Approve(std::string(*run), std::string(*step), peer_));
+    }
     if (op == "retry")
       return StatusAnswer(runs.Retry(std::string(*run), step ? std::string(*step) : ""));
     if (op == "skip") {
@@ -285,6 +300,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   ControlServer& server_;
+  std::string peer_;  // who is connected, for the records of what they did
   stream_protocol::socket socket_;
   asio::steady_timer wake_;
 };

@@ -318,6 +318,16 @@ int main(int argc, char** argv) {
   skip->add_option("step", step_id)->required();
   skip->add_flag("--wait", wait, "show progress until the run ends");
 
+  auto* pause = app.add_subcommand("pause", "start no new step until resumed");
+  pause->add_option("run", run_id)->required();
+
+  auto* resume = app.add_subcommand("resume", "let a paused run go on");
+  resume->add_option("run", run_id)->required();
+
+  auto* approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
+  approve->add_option("run", run_id)->required();
+  approve->add_option("step", step_id)->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -357,6 +367,22 @@ int main(int argc, char** argv) {
       return wait ? Follow(client, id, true) : kExitOk;
     }
     Client client(socket_path);
+    if (*pause) {
+      client.Call({{"op", "pause"}, {"run", run_id}});
+      std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
+                << "until `deployctl resume " << run_id << "`\n";
+      return kExitOk;
+    }
+    if (*resume) {
+      client.Call({{"op", "resume"}, {"run", run_id}});
+      std::cout << "run " << run_id << " resumed\n";
+      return kExitOk;
+    }
+    if (*approve) {
+      client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
+      std::cout << "step " << step_id << " of run " << run_id << " approved\n";
+      return kExitOk;
+    }
     if (*runs) {
       json::object answer = client.Call({{"op", "runs"}});
       if (json_out) {

@@ -226,7 +226,9 @@ void RunManager::Recover() {
       run.live[i].recovering = true;
       Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
     }
-    if (Find(record.id)) Start(run);
+    if (!Find(record.id)) continue;
+    SyncWaiting(run);
+    Start(run);
   }
 }
 
@@ -277,10 +279,13 @@ void RunManager::RunPreflight(ActiveRun& run) {
 }
 
 // Starts the first unfinished step, or finishes the run. Main steps run in order; once one
-// has failed, the on_failure steps run, then the run has failed.
+// has failed, the on_failure steps run, then the run has failed. A step that is waiting for
+// approval is unfinished: the run waits with it.
 void RunManager::Advance(ActiveRun& run) {
   if (run.stopping || IsTerminal(run.record.state) || !run.preflight_done) return;
   const auto& steps = run.record.steps;
+  // A paused run starts no step; one with nothing left to start still finishes.
+  const bool paused = run.record.state == RunState::kPaused;
   const StepRecord* failed = nullptr;
   for (size_t i = 0; i < run.main_count; ++i) {
     if (steps[i].state == StepState::kFailed || steps[i].state == StepState::kCancelled) {
@@ -289,7 +294,7 @@ void RunManager::Advance(ActiveRun& run) {
     }
     if (steps[i].state == StepState::kSucceeded || steps[i].state == StepState::kSkipped)
       continue;
-    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
       Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
     return;
   }
@@ -299,7 +304,7 @@ void RunManager::Advance(ActiveRun& run) {
   }
   for (size_t i = run.main_count; i < steps.size(); ++i) {
     if (IsTerminal(steps[i].state)) continue;
-    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
       Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
     return;
   }
@@ -359,6 +364,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   facts.has_verify = !def.verify.empty();
   facts.background = def.background;
   facts.idempotent = def.idempotent;
+  facts.approval = def.approval.has_value();
   facts.attempts = record.attempts;
   facts.max_attempts = def.max_attempts();
   facts.recovering = live.recovering;
@@ -375,9 +381,11 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
     return std::find(t.effects.begin(), t.effects.end(), e) != t.effects.end();
   };
   std::int64_t now = NowMs();
+  // Asking for approval is an approval step's attempt, as firing is a command's.
+  const bool attempt = has(StepEffect::kFire) || has(StepEffect::kAwaitApproval);
   if (has(StepEffect::kResetAttempts)) next.attempts = 0;
-  if (has(StepEffect::kFire) || has(StepEffect::kResetAttempts)) {
-    if (has(StepEffect::kFire)) ++next.attempts;
+  if (attempt || has(StepEffect::kResetAttempts)) {
+    if (attempt) ++next.attempts;
     if (next.started_at_ms == 0 || has(StepEffect::kResetAttempts)) next.started_at_ms = now;
     next.finished_at_ms = 0;
     next.exit_status.reset();
@@ -385,6 +393,9 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
     next.reason.clear();
     next.evidence.clear();
   }
+  if (has(StepEffect::kAwaitApproval))
+    next.reason = "waiting for approval: " + *def.approval + " (`deployctl approve " + run_id +
+                  " " + record.id + "`)";
   if (info.exit_status) next.exit_status = info.exit_status;
   if (info.pid) next.pid = info.pid;
   if (!info.reason.empty()) next.reason = info.reason;
@@ -416,6 +427,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   spdlog::info("{} {}: {}{}", run_id, record.id, ToString(next.state),
                tr.event.detail.empty() ? "" : " (" + tr.event.detail + ")");
   Notify(run_id, tr.event, record.attempts);
+  if (!run->stopping) SyncWaiting(*run, &record);
 
   // A timer belongs to the state that armed it (a timeout, a retry delay).
   ++live.timer_gen;
@@ -452,6 +464,9 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
         });
         break;
       }
+      case StepEffect::kAwaitApproval:
+        live.recovering = false;  // the operator's answer is awaited; nothing runs
+        break;
       case StepEffect::kResetAttempts:
         break;
     }
@@ -687,6 +702,91 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
   info.reason = "skipped by operator";
   Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
   return Reopen(*run.value(), *index, "skipped " + step_id);
+}
+
+namespace {
+
+// Why an operator's request about a run that is not active is refused.
+Status NotActive(RunStore& store, const std::string& run_id, const std::string& refusal) {
+  Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, false);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+  return Status::Error("run " + run_id + " has already finished (" +
+                       std::string(ToString(loaded.value()->state)) + "); " + refusal);
+}
+
+}  // namespace
+
+Status RunManager::Approve(const std::string& run_id, const std::string& step_id,
+                           const std::string& by) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "there is nothing to approve");
+  auto index = StepIndex(run->record, step_id);
+  if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+  if (!run->live[*index].def->approval)
+    return Status::Error("step " + step_id + " is not an approval step");
+  StepState s = run->record.steps[*index].state;
+  if (s != StepState::kWaiting)
+    return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
+                         ", not waiting for approval");
+  EventInfo info;
+  info.reason = "approved by " + by;
+  Dispatch(run_id, *index, StepEvent::kApprove, std::move(info), Source::kOperator, 0);
+  return Status::Ok();
+}
+
+Status RunManager::Pause(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a running run can be paused");
+  const RunRecord& record = run->record;
+  if (record.state == RunState::kPaused)
+    return Status::Error("run " + run_id + " is already paused");
+  for (const StepRecord& s : record.steps) {
+    if (s.state == StepState::kWaiting)
+      return Status::Error("run " + run_id + " is waiting for approval of step " + s.id +
+                           "; nothing starts until it is approved");
+  }
+  std::string reason = "paused by operator";
+  for (size_t i = 0; i < record.steps.size(); ++i) {
+    const StepRecord& s = record.steps[i];
+    if (s.state == StepState::kRunning || s.state == StepState::kVerifying ||
+        (s.state == StepState::kPending && run->live[i].awaiting)) {
+      reason += "; step " + s.id + " finishes first";
+      break;
+    }
+  }
+  if (!CommitRunState(*run, RunState::kPaused, reason, "")) return Status::Error("cannot record");
+  return Status::Ok();
+}
+
+Status RunManager::Resume(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a paused run can be resumed");
+  if (run->record.state != RunState::kPaused)
+    return Status::Error("run " + run_id + " is not paused (it is " +
+                         std::string(ToString(run->record.state)) + ")");
+  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", ""))
+    return Status::Error("cannot record");
+  SyncWaiting(*run);  // a retry of an approval step may have started to wait meanwhile
+  Advance(*run);
+  return Status::Ok();
+}
+
+void RunManager::SyncWaiting(ActiveRun& run, const StepRecord* changed) {
+  const StepRecord* waiting = nullptr;
+  for (const StepRecord& s : run.record.steps) {
+    if (s.state == StepState::kWaiting) {
+      waiting = &s;
+      break;
+    }
+  }
+  if (waiting && run.record.state == RunState::kRunning) {
+    CommitRunState(run, RunState::kWaiting, "step " + waiting->id + ": " + waiting->reason, "");
+  } else if (!waiting && run.record.state == RunState::kWaiting) {
+    // The step that waited has moved on (approved, skipped): say how.
+    std::string how = changed ? "step " + changed->id + ": " + changed->reason : "";
+    CommitRunState(run, RunState::kRunning, how, "");
+  }
 }
 
 std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener) {

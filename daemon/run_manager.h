@@ -58,6 +58,12 @@ class RunManager {
   Status Retry(const std::string& run_id, const std::string& step_id);
   // Marks a step that is not running as skipped, and lets its run go on.
   Status Skip(const std::string& run_id, const std::string& step_id);
+  // Lets an approval step that is waiting go on; `by` names the operator in its record.
+  Status Approve(const std::string& run_id, const std::string& step_id, const std::string& by);
+  // Pause takes effect between steps: the current step finishes, no new step starts (a run
+  // whose steps are all done still finishes). Resume lets the run go on.
+  Status Pause(const std::string& run_id);
+  Status Resume(const std::string& run_id);
 
   // Live view of one run: called with each committed event, as EventToJson() gives it (seq is
   // 0: the store numbers events) plus "attempt".
@@ -94,6 +100,9 @@ class RunManager {
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);
   bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
                       const std::string& evidence);
+  // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
+  // restart between the step's commit and the run's). `changed`: the step just transitioned.
+  void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
   void Notify(const std::string& run_id, const EventRecord& event, int attempt);
 
   boost::asio::any_io_executor ex_;

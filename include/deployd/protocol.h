@@ -6,6 +6,8 @@
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional)
 //   {"v": 1, "op": "cancel" | "follow", "run": "demo-3"}
 //   {"v": 1, "op": "retry" | "skip", "run": "demo-3", "step": "fetch"}  (retry: step optional)
+//   {"v": 1, "op": "pause" | "resume", "run": "demo-3"}
+//   {"v": 1, "op": "approve", "run": "demo-3", "step": "confirm"}
 //   {"v": 1, "op": "ping"}
 //
 // Each answer is one line: {"ok": true, …} or {"ok": false, "error": "one line for humans"}
