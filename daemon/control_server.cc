@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "deployd/protocol.h"
+#include "failure_report.h"
 
 namespace deployd {
 
@@ -195,7 +196,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       return o;
     }
     if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip" &&
-        op != "approve" && op != "pause" && op != "resume")
+        op != "approve" && op != "pause" && op != "resume" && op != "why")
       return Error("bad request: unknown op '" + op + "'");
     if (!run) return Error("bad request: " + op + " needs \"run\"");
     if (op == "cancel") return StatusAnswer(runs.Cancel(std::string(*run)));
@@ -218,6 +219,15 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     if (op == "status") {
       json::object o = Ok();
       o["run"] = RunToJson(record);
+      return o;
+    }
+    if (op == "why") {
+      Result<std::vector<EventRecord>> events = store.Events(record.id);
+      if (!events.ok()) return Error(events.status().message());
+      json::object o = Ok();
+      o["why"] = FailureReport(record, events.value(), [&](const std::string& step) {
+        return runs.LogPath(record.id, step);
+      });
       return o;
     }
     // logs

@@ -17,6 +17,8 @@ namespace deployd::ctl {
 int FollowPlain(Client& client, const std::string& run_id, bool announce);
 // The live table (redrawn in place on a terminal, `isatty(stdout)`), or FollowPlain.
 int WatchRun(Client& client, const std::string& run_id);
+// Prints the evidence of a failed run (ctl_why.cc).
+int Why(Client& client, const std::string& run_id, bool json);
 
 }  // namespace deployd::ctl
 

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
   logs->add_option("step", step_id);
   logs->add_flag("--json", json_out, "print JSON");
 
+  auto* why = app.add_subcommand("why", "show the evidence of a failed run");
+  why->add_option("run", run_id)->required();
+  why->add_flag("--json", json_out, "print one JSON object");
+
   auto* cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
   cancel->add_option("run", run_id)->required();
 
@@ -197,6 +201,7 @@ int main(int argc, char** argv) {
         if (Str(line, "type") == "end") return ExitFor(line["run"].as_object());
       }
     }
+    if (*why) return Why(client, run_id, json_out);
     if (*pause) {
       client.Call({{"op", "pause"}, {"run", run_id}});
       std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "

@@ -8,6 +8,7 @@
 //   {"v": 1, "op": "retry" | "skip", "run": "demo-3", "step": "fetch"}  (retry: step optional)
 //   {"v": 1, "op": "pause" | "resume", "run": "demo-3"}
 //   {"v": 1, "op": "approve", "run": "demo-3", "step": "confirm"}
+//   {"v": 1, "op": "why", "run": "demo-3"}      → {"ok": true, "why": {…}} (failure_report.h)
 //   {"v": 1, "op": "ping"}
 //
 // Each answer is one line: {"ok": true, …} or {"ok": false, "error": "one line for humans"}
