@@ -23,6 +23,7 @@
 
 #include "deployd/protocol.h"
 #include "failure_report.h"
+#include "plan_preview.h"
 
 namespace deployd {
 
@@ -146,6 +147,10 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     const json::string* op = StringField(req, "op");
     if (!op) co_return co_await Send(Error("bad request: missing \"op\""));
     if (*op == "follow") co_return co_await Follow(req);
+    if (*op == "plan") {
+      json::object answer = co_await PreviewPlan(req);
+      co_return co_await Send(answer);
+    }
     co_return co_await Send(Answer(std::string(*op), req));
   }
 

@@ -19,6 +19,9 @@ int FollowPlain(Client& client, const std::string& run_id, bool announce);
 int WatchRun(Client& client, const std::string& run_id);
 // Prints the evidence of a failed run (ctl_why.cc).
 int Why(Client& client, const std::string& run_id, bool json);
+// A dry run of a plan through deployd (ctl_plan.cc).
+int PlanDryRun(Client& client, const std::string& path, const std::string& text,
+               const std::map<std::string, std::string>& vars, bool json);
 
 }  // namespace deployd::ctl
 

@@ -109,6 +109,12 @@ int main(int argc, char** argv) {
   apply->add_option("--var", var_args, "NAME=VALUE override");
   apply->add_flag("--wait", wait, "show progress until the run ends; exit 1 if it fails");
 
+  auto* plan = app.add_subcommand(
+      "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
+  plan->add_option("plan", plans, "plan file")->required()->expected(1);
+  plan->add_option("--var", var_args, "NAME=VALUE override");
+  plan->add_flag("--json", json_out, "print one JSON object");
+
   auto* runs = app.add_subcommand("runs", "list runs, newest first");
   runs->add_flag("--json", json_out, "print a JSON array");
 
@@ -189,6 +195,17 @@ int main(int argc, char** argv) {
       std::string id = Str(answer, "run");
       std::cout << id << std::endl;
       return wait ? FollowPlain(client, id, false) : kExitOk;
+    }
+    if (*plan) {
+      auto vars = ParseVars(var_args);
+      std::string text = ReadPlan(plans[0]);
+      ParseResult parsed = ParsePlan(text, plans[0], vars);
+      if (!parsed.plan) {
+        for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
+        return kExitUsage;
+      }
+      Client client(socket_path);
+      return PlanDryRun(client, plans[0], text, vars, json_out);
     }
     Client client(socket_path);
     if (*watch) {
