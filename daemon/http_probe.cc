@@ -75,19 +75,26 @@ asio::awaitable<Result<HttpResponse>> Exchange(const HttpRequest& request, const
 
   boost::beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-  auto [read_ec, read] = co_await http::async_read(socket, buffer, parser, kUseAwaitable);
-  if (read_ec == http::error::body_limit && parser.is_header_done()) {
-    // A large answer (a model file, say) still has a status: the check can judge it, and
-    // only a body_contains needs the body.
+  // A large answer (a model file, say) still has a status, and its start can be searched: read
+  // at most kMaxBody bytes of the body, then stop.
+  parser.body_limit(boost::none);
+  bool too_large = false;
+  while (!parser.is_done()) {
+    auto [read_ec, read] = co_await http::async_read_some(socket, buffer, parser, kUseAwaitable);
+    if (read_ec) co_return Status::Error(ErrorText(read_ec));
+    if (parser.is_header_done() && parser.get().body().size() >= kMaxBody) {
+      too_large = !parser.is_done();
+      break;
+    }
+  }
+  if (too_large) {
     HttpResponse response;
     response.status = static_cast<int>(parser.get().result_int());
     response.body = std::move(parser.get().body());
+    response.body.resize(kMaxBody);
     response.body_too_large = true;
     co_return response;
   }
-  if (read_ec) co_return Status::Error(ErrorText(read_ec));
-
   error_code ignored;
   socket.shutdown(tcp::socket::shutdown_both, ignored);
   HttpResponse response;

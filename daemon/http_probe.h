@@ -36,7 +36,8 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   std::string body;  // at most kMaxBody bytes are read
-  // The body was larger than kMaxBody: the status is known, the body was not read (whole).
+  // The body was larger than kMaxBody: the status is known, `body` holds its first kMaxBody
+  // bytes.
   bool body_too_large = false;
 };
 

@@ -222,20 +222,23 @@ TEST_CASE("http body excerpt is cut at 512 bytes and is valid UTF-8") {
   CHECK(Str(outcome.evidence.at("body_excerpt")) == "ok \uFFFD\uFFFD é");
 }
 
-TEST_CASE("http check judges the status of a large body; body_contains cannot") {
+TEST_CASE("http check judges the status of a large body and searches its first 4MiB") {
   asio::io_context ctx;
-  TestHttpServer server(
-      ctx, [](int) { return std::pair(200, "model weights " + std::string(8 << 20, 'w')); });
+  TestHttpServer server(ctx, [](int) {
+    return std::pair(200, "model weights " + std::string(8 << 20, 'w') + " TAIL");
+  });
   Check check = HttpCheck(server.Url("/model.bin"));
   CheckOutcome outcome = Probe(ctx, check);
   CHECK(outcome.passed);
   CHECK(outcome.evidence.at("body_too_large") == true);
   CHECK(Str(outcome.evidence.at("body_excerpt")).substr(0, 14) == "model weights ");
   check.body_contains = "weights";
+  CHECK(Probe(ctx, check).passed);
+  check.body_contains = "TAIL";
   outcome = Probe(ctx, check);
   CHECK_FALSE(outcome.passed);
-  CHECK(outcome.summary ==
-        "http GET " + server.Url("/model.bin") + ": status 200, response body larger than 4MiB");
+  CHECK(outcome.summary == "http GET " + server.Url("/model.bin") +
+                               ": status 200, body does not contain 'TAIL' in its first 4MiB");
 }
 
 namespace {

@@ -87,10 +87,10 @@ steps:
         self.assertEqual(step["evidence"]["error"], "connection refused")
 
     def test_http_verify_of_a_large_body(self):
-        # A status check of a large answer (a model file) passes; body_contains cannot look
-        # past the probe's 4MiB and says so.
+        # A status check of a large answer (a model file) passes; body_contains searches the
+        # first 4MiB that the probe reads, and says so when the text is not there.
         server = self.http_server()
-        server.set("/model.bin", 200, b"weights " * (1 << 20))  # 8MiB
+        server.set("/model.bin", 200, b"weights " * (1 << 20) + b"TAIL")  # 8MiB
         plan = self.d.write_plan("large.yaml", """\
 version: 1
 name: large-body
@@ -105,16 +105,22 @@ steps:
     run: 'true'
     verify:
       - http: {url: "http://127.0.0.1:${port}/model.bin", body_contains: weights}
+  - id: past-the-limit
+    run: 'true'
+    verify:
+      - http: {url: "http://127.0.0.1:${port}/model.bin", body_contains: TAIL}
 """)
         run, _ = self.d.apply(plan, "--var", "port=%d" % server.port, check=1)
         status = self.d.status_json(run)
         self.assertEqual(self.d.step(run, "status-only", status)["state"], "succeeded")
-        contains = self.d.step(run, "contains", status)
-        self.assertEqual(contains["state"], "failed")
-        self.assertEqual(contains["reason"],
+        self.assertEqual(self.d.step(run, "contains", status)["state"], "succeeded")
+        tail = self.d.step(run, "past-the-limit", status)
+        self.assertEqual(tail["state"], "failed")
+        self.assertEqual(tail["reason"],
                          "verify failed: http GET http://127.0.0.1:%d/model.bin: status 200, "
-                         "response body larger than 4MiB" % server.port)
-        self.assertEqual(contains["evidence"]["status_code"], 200)
+                         "body does not contain 'TAIL' in its first 4MiB" % server.port)
+        self.assertEqual(tail["evidence"]["status_code"], 200)
+        self.assertTrue(tail["evidence"]["body_too_large"])
 
 
 class TimeoutTest(DaemonTestCase):
