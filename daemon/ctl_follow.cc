@@ -67,11 +67,14 @@ int FollowPlain(Client& client, const std::string& run_id, bool announce) {
       std::cout << FormatEventLine(line, origin) << "\n";
     } else if (type == "progress") {
       std::string step = Str(line, "step");
+      StepProgress progress = ProgressFromJson(line);
+      if (DescribeProgress(progress, 0).empty()) continue;  // nothing known yet
       auto now = std::chrono::steady_clock::now();
       auto last = last_progress_line.find(step);
       if (last != last_progress_line.end() && now - last->second < kProgressLineEvery) continue;
       last_progress_line[step] = now;
-      std::cout << FormatProgressLine(step, ProgressFromJson(line), NowMs(), origin) << "\n";
+      std::int64_t at = progress.at_ms ? progress.at_ms : NowMs();
+      std::cout << FormatProgressLine(step, progress, at, origin) << "\n";
     } else if (type == "end") {
       const json::object& run = line["run"].as_object();
       std::int64_t took = Int(run, "finished_at_ms") - Int(run, "created_at_ms");

@@ -7,6 +7,7 @@
 #include "ctl_verbs.h"
 #include "deployd/protocol.h"
 #include "plan_parser.h"
+#include "watch_view.h"
 
 namespace deployd::ctl {
 
@@ -94,6 +95,16 @@ void PrintStep(const json::object& s, int number) {
   }
   for (const auto& p : s.at("fail_on").as_array())
     std::cout << pad << "fail_on: '" << std::string(p.as_string()) << "'\n";
+  if (const json::value* p = s.if_contains("progress"); p && p->is_object()) {
+    const json::object& progress = p->as_object();
+    std::string what = Str(progress, "path").empty() ? "progress lines in the output"
+                                                     : "bytes under " + Str(progress, "path");
+    const json::value& total = progress.at("total_bytes");
+    if (!total.is_null()) what += " (of " + FormatBytes(total.to_number<double>()) + ")";
+    std::cout << pad << "progress: " << what << ", sampled every " << Ms(progress, "every_ms")
+              << "; no progress for " << Ms(progress, "stall_after_ms") << " → "
+              << (Str(progress, "on_stall") == "restart" ? "restart" : "fail") << "\n";
+  }
   for (const auto& c : s.at("skip_if").as_array())
     std::cout << pad << "skip_if: " << Verdict(c.as_object()) << "\n";
   if (s.at("would_skip").as_bool())

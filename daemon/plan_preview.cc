@@ -67,6 +67,13 @@ asio::awaitable<json::object> StepToJson(const Step& step) {
   json::array fail_on;
   for (const FailPattern& p : step.watch.fail_on) fail_on.emplace_back(p.pattern);
   o["fail_on"] = std::move(fail_on);
+  if (const auto& p = step.watch.progress) {
+    o["progress"] = {{"path", p->path},
+                     {"stall_after_ms", p->stall_after.count()},
+                     {"every_ms", p->every.count()},
+                     {"total_bytes", p->total ? json::value(*p->total) : json::value(nullptr)},
+                     {"on_stall", step.watch.on_stall == OnStall::kRestart ? "restart" : "fail"}};
+  }
   json::array verify;
   for (const Check& check : step.verify) verify.push_back(CheckToJson(check));
   o["verify"] = std::move(verify);

@@ -21,7 +21,8 @@ namespace deployd {
 // "within_ms", "timeout_ms"} plus, for probed checks, {"passed", "summary"}, and STEP is
 // {"id", "action": "run"|"approval", "command": {"shell", "script"?, "argv"}, "approval"?,
 // "background", "timeout_ms", "grace_ms", "retries", "retry_delay_ms", "idempotent", "cwd",
-// "env", "fail_on", "verify": [CHECK…], "skip_if": [CHECK…], "would_skip"}.
+// "env", "fail_on", "progress"? ({"path", "stall_after_ms", "every_ms", "total_bytes",
+// "on_stall"}), "verify": [CHECK…], "skip_if": [CHECK…], "would_skip"}.
 boost::asio::awaitable<boost::json::object> PreviewPlan(boost::json::object request);
 
 }  // namespace deployd

@@ -71,6 +71,13 @@ std::string FormatEta(double seconds) {
   return FormatElapsed(static_cast<std::int64_t>(seconds * 1000));
 }
 
+// A progress line's N/M: counts (files, shards) as they are; sizes, which deployd gives in
+// bytes, as sizes. A count of a million or more is taken for a size.
+std::string Count(double n) {
+  if (n >= 1e6) return FormatBytes(n);
+  return std::to_string(static_cast<long long>(n));
+}
+
 std::optional<double> FractionOf(const StepProgress& p) {
   if (p.fraction) return std::clamp(*p.fraction, 0.0, 1.0);
   if (p.bytes && p.total_bytes && *p.total_bytes > 0)
@@ -130,7 +137,10 @@ StepProgress ProgressFromJson(const json::object& o) {
   p.fraction = Number(o, "fraction");
   p.rate_bps = Number(o, "rate_bps");
   p.eta_s = Number(o, "eta_s");
+  p.done = Number(o, "done");
+  p.total = Number(o, "total");
   p.last_progress_at_ms = Int(o, "last_progress_at_ms");
+  p.at_ms = Int(o, "at_ms");
   return p;
 }
 
@@ -143,6 +153,9 @@ std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms) {
     if (!head.empty()) head += " ";
     head += FormatBytes(*p.bytes);
     if (p.total_bytes) head += " / " + FormatBytes(*p.total_bytes);
+  } else if (p.done && p.total) {
+    if (!head.empty()) head += " ";
+    head += Count(*p.done) + "/" + Count(*p.total);
   }
   std::vector<std::string> parts;
   if (!head.empty()) parts.push_back(head);
@@ -290,12 +303,13 @@ std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms,
     if (!shown[i]) continue;
     const StepView& s = view.steps[i];
     std::string detail;
+    // Progress is shown while the action is watched; a sample that knows nothing yet shows
+    // the step's detail instead.
     bool active = s.state == "running" || s.state == "verifying";
-    if (s.progress && (active || s.state == "succeeded")) {
+    std::string progress = active && s.progress ? DescribeProgress(*s.progress, now_ms) : "";
+    if (!progress.empty()) {
       std::optional<double> fraction = FractionOf(*s.progress);
-      if (s.state == "succeeded") fraction = 1.0;
-      if (fraction) detail = ProgressBar(*fraction, kBarWidth) + " ";
-      detail += DescribeProgress(*s.progress, active ? now_ms : 0);
+      detail = (fraction ? ProgressBar(*fraction, kBarWidth) + " " : "") + progress;
     } else {
       detail = s.detail;
     }

@@ -18,12 +18,15 @@ namespace deployd {
 
 // A step's progress as deployd measured it; every field may be unknown.
 struct StepProgress {
-  std::optional<double> bytes;           // done so far
-  std::optional<double> total_bytes;     // expected in all
-  std::optional<double> fraction;        // 0..1
-  std::optional<double> rate_bps;        // bytes per second, recently
-  std::optional<double> eta_s;           // seconds left at that rate
+  std::optional<double> bytes;        // done so far
+  std::optional<double> total_bytes;  // expected in all
+  std::optional<double> fraction;     // 0..1
+  std::optional<double> rate_bps;     // bytes per second, recently
+  std::optional<double> eta_s;        // seconds left at that rate
+  std::optional<double> done;         // N and M of the last progress line ("27/60")
+  std::optional<double> total;
   std::int64_t last_progress_at_ms = 0;  // when it last moved; 0 = unknown
+  std::int64_t at_ms = 0;                // when these values were taken; 0 = unknown
 };
 
 struct StepView {

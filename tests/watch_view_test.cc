@@ -84,6 +84,14 @@ TEST_CASE("watch view: progress without bytes, and unknown totals") {
   CHECK(DescribeProgress(q, 0) == "3.0MiB, 1.0MiB/s");
   StepProgress none;
   CHECK(DescribeProgress(none, 0) == "");
+  // Progress lines: counts as they are, sizes (in bytes) as sizes.
+  StepProgress files = ProgressFromJson(json::parse(R"({"bytes": null, "done": 27, "total": 60,
+      "fraction": 0.45, "rate_bps": null, "eta_s": 30.5})")
+                                            .as_object());
+  CHECK(DescribeProgress(files, 0) == "45% 27/60, ETA 31s");
+  StepProgress sizes = ProgressFromJson(
+      json::parse(R"({"done": 1288490188, "total": 3221225472, "fraction": 0.4})").as_object());
+  CHECK(DescribeProgress(sizes, 0) == "40% 1.2GiB/3.0GiB");
 }
 
 TEST_CASE("watch view: the progress bar") {

@@ -141,6 +141,37 @@ steps:
         cp = self.d.ctl("plan", plan, "--var", "nope=1", check=2)
         self.assertIn("--var 'nope': the plan declares no variable 'nope'", cp.stderr)
 
+    def test_plan_shows_what_a_step_watches(self):
+        plan = self.d.write_plan("watched.yaml", """\
+version: 1
+name: watched
+steps:
+  - id: fetch
+    run: [hf, download, org/model]
+    retries: 2
+    watch:
+      progress: {path: "@DIR@/dl", total: 600GiB, stall_after: 10m}
+      on_stall: restart
+  - id: load
+    run: 'vllm serve'
+    watch:
+      progress: {stall_after: 20m, every: 30s}
+""")
+        cp = self.d.ctl("plan", plan, check=0)
+        self.assertIn("""\
+  1. fetch
+       run (argv): hf download org/model
+       options: retries 2 (delay 1s, doubling)
+       progress: bytes under {dl} (of 600.0GiB), sampled every 5s; no progress for 10m → restart
+  2. load
+       run (sh -c): vllm serve
+       progress: progress lines in the output, sampled every 30s; no progress for 20m → fail
+""".format(dl=plan.file("dl")), cp.stdout)
+        progress = json.loads(self.d.ctl("plan", plan, "--json", check=0).stdout)["steps"][0]["progress"]
+        self.assertEqual(progress, {"path": plan.file("dl"), "stall_after_ms": 600000,
+                                    "every_ms": 5000, "total_bytes": 600 * 1024 ** 3,
+                                    "on_stall": "restart"})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -163,5 +163,83 @@ run {run} failed after T: step broken failed: exit status 4
         self.assertRegex(text.rstrip(), r"run %s succeeded after \S+$" % run)
 
 
+class WatchProgressTest(DaemonTestCase):
+    # A download that writes a quarter of its bytes, then waits on a FIFO for the rest.
+    PLAN = """\
+version: 1
+name: download
+steps:
+  - id: fetch
+    run: 'mkdir -p @DIR@/dl; head -c 262144 /dev/zero > @DIR@/dl/a; read line < @DIR@/gate; head -c 786432 /dev/zero > @DIR@/dl/b'
+    watch:
+      progress: {path: "@DIR@/dl", total: 1MiB, every: 100ms, stall_after: 30s}
+"""
+
+    def start(self):
+        plan = self.d.write_plan("download.yaml", self.PLAN)
+        os.mkfifo(plan.file("gate"))
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        self.d.wait_step(run, "fetch", ("running",))
+        return plan, run
+
+    def release(self, plan):
+        with open(plan.file("gate"), "w") as gate:
+            gate.write("go\n")
+
+    def test_plain_progress_lines(self):
+        plan, run = self.start()
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket)
+        watch = subprocess.Popen([DEPLOYCTL_BIN, "watch", run], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env,
+                                 stdin=subprocess.DEVNULL)
+        self.addCleanup(watch.kill)
+        seen = []
+        while not seen or " progress " not in seen[-1]:
+            line = watch.stdout.readline()
+            self.assertTrue(line, "watch ended early: %s" % seen)
+            seen.append(line)
+        self.assertRegex(seen[-1], r"^\[ *\S+\] fetch +progress +\d+% [\d.]+(B|KiB) / 1\.0MiB")
+        self.release(plan)
+        out, err = watch.communicate(timeout=60)
+        self.assertEqual(watch.returncode, 0, err)
+        self.assertNotIn("\x1b", "".join(seen) + out)
+        self.assertRegex(out, r"run %s succeeded after \S+\n$" % run)
+
+    def test_terminal_progress_bar(self):
+        plan, run = self.start()
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket, TERM="xterm")
+        watch = subprocess.Popen([DEPLOYCTL_BIN, "watch", run], stdin=slave, stdout=slave,
+                                 stderr=slave, env=env, close_fds=True)
+        self.addCleanup(watch.kill)
+        os.close(slave)
+        output = b""
+        deadline = time.monotonic() + 30
+        quarter = b"[#####---------------] 25% 256.0KiB / 1.0MiB"
+        while quarter not in output and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                output += os.read(master, 65536)
+        self.assertIn(quarter, output)
+        self.release(plan)
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    raise
+                break
+            if not chunk:
+                break
+            output += chunk
+        os.close(master)
+        self.assertEqual(watch.wait(30), 0, output)
+        self.assertRegex(output.decode(), r"fetch +succeeded")
+
+
 if __name__ == "__main__":
     unittest.main()
