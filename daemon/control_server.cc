@@ -23,7 +23,9 @@
 
 #include "deployd/protocol.h"
 #include "failure_report.h"
+#include "log_follower.h"
 #include "plan_preview.h"
+#include "utf8_text.h"
 
 namespace deployd {
 
@@ -147,6 +149,8 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     const json::string* op = StringField(req, "op");
     if (!op) co_return co_await Send(Error("bad request: missing \"op\""));
     if (*op == "follow") co_return co_await Follow(req);
+    if (const json::value* f = req.if_contains("follow"); *op == "logs" && f && *f == true)
+      co_return co_await FollowLog(req);
     if (*op == "plan") {
       json::object answer = co_await PreviewPlan(req);
       co_return co_await Send(answer);
@@ -316,6 +320,108 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     }
     if (token) server_.runs_.Unsubscribe(token);
     co_return false;  // a follow stream ends its connection
+  }
+
+  // Streams a step's output as it grows (`logs RUN STEP -f`) until the step has ended and the
+  // processes of its actions have exited, or the client goes away: {"ok": true, "type":
+  // "start", "run", "step", "path"}, then {"type": "data", "text"} as output arrives (first
+  // the last MiB of what is there), then {"type": "end", "run", "step", "state"}.
+  asio::awaitable<bool> FollowLog(const json::object& req) {
+    const json::string* run_field = StringField(req, "run");
+    const json::string* step_field = StringField(req, "step");
+    if (!run_field || !step_field)
+      co_return co_await Send(Error("bad request: following logs needs \"run\" and \"step\""));
+    std::string run_id(*run_field);
+    std::string step_id(*step_field);
+    RunManager& runs = server_.runs_;
+    Result<std::optional<RunRecord>> loaded = server_.store_.LoadRun(run_id, true);
+    if (!loaded.ok()) co_return co_await Send(Error(loaded.status().message()));
+    if (!loaded.value()) co_return co_await Send(Error("no run '" + run_id + "'"));
+    std::optional<StepState> state;
+    for (const StepRecord& s : loaded.value()->steps)
+      if (s.id == step_id) state = s.state;
+    if (!state) co_return co_await Send(Error("run " + run_id + " has no step '" + step_id + "'"));
+
+    // Shared with callbacks that may outlive this coroutine (a posted exit notice).
+    struct Stream {
+      std::deque<json::object> queue;
+      std::string partial;  // the first bytes of a character cut at the end of a piece
+      std::string state;
+      bool step_done = false;
+      bool exited = false;
+    };
+    auto stream = std::make_shared<Stream>();
+    stream->state = ToString(*state);
+    std::weak_ptr<Session> weak = shared_from_this();
+    auto wake = [weak] {
+      if (auto session = weak.lock()) session->wake_.cancel();
+    };
+    auto step_ended = [&runs, stream, wake, run_id, step_id] {
+      stream->step_done = true;
+      runs.WhenActionsExit(run_id, step_id, [stream, wake] {
+        stream->exited = true;
+        wake();
+      });
+    };
+    auto on_data = [stream, wake](std::string_view data) {
+      std::string text = stream->partial + std::string(data);
+      size_t complete = CompleteUtf8Prefix(text);
+      stream->partial = text.substr(complete);
+      text.resize(complete);
+      if (text.empty()) return;
+      stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(text)}});
+      wake();
+    };
+    std::string path = runs.LogPath(run_id, step_id);
+    std::error_code size_error;
+    std::uintmax_t size = std::filesystem::file_size(path, size_error);
+    std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
+    Result<std::unique_ptr<LogFollower>> follower =
+        LogFollower::Start(socket_.get_executor(), path, start, on_data);
+    if (!follower.ok()) co_return co_await Send(Error(follower.status().message()));
+    std::uint64_t token =
+        runs.Subscribe(run_id, [stream, wake, step_ended, step_id](const json::object& event) {
+          const json::string* kind = StringField(event, "kind");
+          const json::string* step = StringField(event, "step");
+          const json::string* entered = StringField(event, "state");
+          if (!kind || *kind != "step.state" || !step || *step != step_id || !entered) return;
+          stream->state = std::string(*entered);
+          auto s = ParseStepState(stream->state);
+          if (s && IsTerminal(*s) && !stream->step_done) step_ended();
+          wake();
+        });
+    if (IsTerminal(*state)) step_ended();
+
+    // Named, not braced inside co_await: GCC 12 miscompiles that (notes/build-facts.md).
+    json::object start_line{
+        {"ok", true}, {"type", "start"}, {"run", run_id}, {"step", step_id}, {"path", path}};
+    bool open = co_await Send(start_line);
+    while (open) {
+      if (stream->step_done && stream->exited) {
+        // The writers are gone: their last bytes may not have been announced yet.
+        follower.value()->CatchUp();
+        if (!stream->partial.empty())
+          stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(stream->partial)}});
+        stream->queue.push_back(
+            {{"type", "end"}, {"run", run_id}, {"step", step_id}, {"state", stream->state}});
+        stream->step_done = false;  // ends below, once the queue is sent
+      }
+      bool ended = false;
+      while (!stream->queue.empty() && open) {
+        json::object next = std::move(stream->queue.front());
+        stream->queue.pop_front();
+        ended = next.at("type") == "end";
+        open = co_await Send(next);
+      }
+      if (ended || !open) break;
+      wake_.expires_at(asio::steady_timer::time_point::max());
+      auto result = co_await (wake_.async_wait(kTuple) ||
+                              socket_.async_wait(stream_protocol::socket::wait_read, kTuple));
+      if (result.index() == 1 || !socket_.is_open()) open = false;
+    }
+    runs.Unsubscribe(token);
+    follower.value()->Stop();
+    co_return false;  // a stream ends its connection
   }
 
   ControlServer& server_;

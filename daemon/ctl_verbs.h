@@ -23,6 +23,10 @@ int Why(Client& client, const std::string& run_id, bool json);
 int PlanDryRun(Client& client, const std::string& path, const std::string& text,
                const std::map<std::string, std::string>& vars, bool json);
 
+// Prints a step's output as it grows until the step has ended and its processes have exited
+// (ctl_logs.cc).
+int LogsFollow(Client& client, const std::string& run_id, const std::string& step_id);
+
 }  // namespace deployd::ctl
 
 #endif  // DEPLOYD_CTL_VERBS_H_

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   std::string step_id;
   bool json_out = false;
   bool wait = false;
+  bool follow = false;
 
   auto* validate = app.add_subcommand("validate", "check plans without running them (offline)");
   validate->add_option("plan", plans, "plan files")->required();
@@ -129,6 +130,8 @@ int main(int argc, char** argv) {
   auto* logs = app.add_subcommand("logs", "print the output of a run's steps");
   logs->add_option("run", run_id)->required();
   logs->add_option("step", step_id);
+  logs->add_flag("-f,--follow", follow,
+                 "print STEP's output as it grows, until the step has ended");
   logs->add_flag("--json", json_out, "print JSON");
 
   auto* why = app.add_subcommand("why", "show the evidence of a failed run");
@@ -260,6 +263,11 @@ int main(int argc, char** argv) {
       }
       std::string state = Str(run, "state");
       return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+    }
+    if (*logs && follow) {
+      if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
+      if (json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
+      return LogsFollow(client, run_id, step_id);
     }
     if (*logs) {
       json::object request{{"op", "logs"}, {"run", run_id}};

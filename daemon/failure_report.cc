@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "deployd/states.h"
+#include "utf8_text.h"
 
 namespace deployd {
 
@@ -86,7 +87,7 @@ json::object FailureReport(const RunRecord& run, const std::vector<EventRecord>&
     std::string path = log_path(failing->id);
     step["log_path"] = path;
     json::array tail;
-    for (std::string& line : LogTail(path, kWhyLogLines)) tail.emplace_back(std::move(line));
+    for (const std::string& line : LogTail(path, kWhyLogLines)) tail.emplace_back(ValidUtf8(line));
     step["log_tail"] = std::move(tail);
     o["failing_step"] = std::move(step);
   } else {

@@ -542,8 +542,18 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
   };
 
+  // Counted for WhenActionsExit(); the count is taken down after the exit has been handled.
+  std::string key = run_id + "/" + def.id;
+  auto on_exit_counted = [this, key, on_exit = std::move(on_exit)](const ExitStatus& status) {
+    on_exit(status);
+    if (--alive_actions_[key] > 0) return;
+    alive_actions_.erase(key);
+    auto waiters = exit_waiters_.extract(key);
+    if (!waiters.empty())
+      for (auto& done : waiters.mapped()) done();
+  };
   Result<std::shared_ptr<ChildProcess>> child =
-      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit));
+      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit_counted));
   if (!child.ok()) {
     EventInfo info;
     info.reason = child.status().message();
@@ -553,6 +563,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     return;
   }
   live.child = child.value();
+  ++alive_actions_[key];
   StartProgressWatch(run, index, gen);
   if (def.background) {
     EventInfo info;
@@ -878,6 +889,16 @@ void RunManager::SyncWaiting(ActiveRun& run, const StepRecord* changed) {
     // The step that waited has moved on (approved, skipped): say how.
     std::string how = changed ? "step " + changed->id + ": " + changed->reason : "";
     CommitRunState(run, RunState::kRunning, how, "");
+  }
+}
+
+void RunManager::WhenActionsExit(const std::string& run_id, const std::string& step_id,
+                                 std::function<void()> done) {
+  std::string key = run_id + "/" + step_id;
+  if (alive_actions_.count(key)) {
+    exit_waiters_[key].push_back(std::move(done));
+  } else {
+    asio::post(ex_, std::move(done));
   }
 }
 

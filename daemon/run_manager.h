@@ -76,6 +76,11 @@ class RunManager {
   void AddProgress(boost::json::object& run_json) const;
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  // Calls `done` once no process of the step's actions is alive (posted at once when none
+  // is), so that `logs -f` can end when the log's writers have. Only the processes this daemon
+  // started are known: a background action found alive after a restart is not waited for.
+  void WhenActionsExit(const std::string& run_id, const std::string& step_id,
+                       std::function<void()> done);
   size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
@@ -118,6 +123,9 @@ class RunManager {
   std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
   std::map<std::uint64_t, std::pair<std::string, Listener>> listeners_;
   std::uint64_t next_token_ = 1;
+  // Per "RUN/STEP": the action processes started and not yet exited, and who waits for none.
+  std::map<std::string, int> alive_actions_;
+  std::map<std::string, std::vector<std::function<void()>>> exit_waiters_;
 };
 
 // The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.
