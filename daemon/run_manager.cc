@@ -531,6 +531,11 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     info.evidence["exit_status"] = status.AsShellStatus();
     if (status.signal) info.evidence["signal"] = status.signal;
     if (live.child) info.evidence["output_tail"] = ToJson(live.child->Tail());
+    // The child has been reaped: release its pipe, pidfd and log descriptors now (output still
+    // in flight keeps the object alive until EOF). Held until the run ended, they cost 3 fds
+    // per finished step (EMFILE after ~330 steps under a 1024 limit) and made every later fork
+    // slower (Asio re-registers each open descriptor in the child before exec).
+    if (gen == live.action_gen) live.child.reset();
     if (status.ok()) {
       // A background action that ends well leaves the decision to its verify checks.
       if (!background)
