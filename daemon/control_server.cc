@@ -22,6 +22,10 @@
 #include <spdlog/spdlog.h>
 
 #include "deployd/protocol.h"
+#include "failure_report.h"
+#include "log_follower.h"
+#include "plan_preview.h"
+#include "utf8_text.h"
 
 namespace deployd {
 
@@ -54,6 +58,13 @@ std::string ReadTail(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (start > 0) text = "[… earlier output omitted …]\n" + text.substr(text.find('\n') + 1);
   return text;
+}
+
+// "alice (uid 1000)": who approved a step, for its record.
+std::string PeerName(uid_t uid) {
+  struct passwd* pw = ::getpwuid(uid);
+  std::string id = "uid " + std::to_string(uid);
+  return pw ? std::string(pw->pw_name) + " (" + id + ")" : id;
 }
 
 const json::string* StringField(const json::object& o, std::string_view key) {
@@ -95,6 +106,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       Close();
       co_return;
     }
+    peer_ = PeerName(cred.uid);
     std::string buffer;
     for (;;) {
       auto [ec, n] = co_await asio::async_read_until(
@@ -137,6 +149,12 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     const json::string* op = StringField(req, "op");
     if (!op) co_return co_await Send(Error("bad request: missing \"op\""));
     if (*op == "follow") co_return co_await Follow(req);
+    if (const json::value* f = req.if_contains("follow"); *op == "logs" && f && *f == true)
+      co_return co_await FollowLog(req);
+    if (*op == "plan") {
+      json::object answer = co_await PreviewPlan(req);
+      co_return co_await Send(answer);
+    }
     co_return co_await Send(Answer(std::string(*op), req));
   }
 
@@ -186,10 +204,17 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       o["runs"] = std::move(a);
       return o;
     }
-    if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip")
+    if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip" &&
+        op != "approve" && op != "pause" && op != "resume" && op != "why")
       return Error("bad request: unknown op '" + op + "'");
     if (!run) return Error("bad request: " + op + " needs \"run\"");
     if (op == "cancel") return StatusAnswer(runs.Cancel(std::string(*run)));
+    if (op == "pause") return StatusAnswer(runs.Pause(std::string(*run)));
+    if (op == "resume") return StatusAnswer(runs.Resume(std::string(*run)));
+    if (op == "approve") {
+      if (!step) return Error("bad request: approve needs \"step\"");
+      return StatusAnswer(runs.Approve(std::string(*run), std::string(*step), peer_));
+    }
     if (op == "retry")
       return StatusAnswer(runs.Retry(std::string(*run), step ? std::string(*step) : ""));
     if (op == "skip") {
@@ -205,6 +230,15 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       json::object run_json = RunToJson(record);
       runs.AddProgress(run_json);
       o["run"] = std::move(run_json);
+      return o;
+    }
+    if (op == "why") {
+      Result<std::vector<EventRecord>> events = store.Events(record.id);
+      if (!events.ok()) return Error(events.status().message());
+      json::object o = Ok();
+      o["why"] = FailureReport(record, events.value(), [&](const std::string& step) {
+        return runs.LogPath(record.id, step);
+      });
       return o;
     }
     // logs
@@ -288,7 +322,114 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     co_return false;  // a follow stream ends its connection
   }
 
+  // Streams a step's output as it grows (`logs RUN STEP -f`) until the step has ended and the
+  // processes of its actions have exited, or the client goes away: {"ok": true, "type":
+  // "start", "run", "step", "path"}, then {"type": "data", "text"} as output arrives (first
+  // the last MiB of what is there), then {"type": "end", "run", "step", "state"}.
+  asio::awaitable<bool> FollowLog(const json::object& req) {
+    const json::string* run_field = StringField(req, "run");
+    const json::string* step_field = StringField(req, "step");
+    if (!run_field || !step_field)
+      co_return co_await Send(Error("bad request: following logs needs \"run\" and \"step\""));
+    std::string run_id(*run_field);
+    std::string step_id(*step_field);
+    RunManager& runs = server_.runs_;
+    Result<std::optional<RunRecord>> loaded = server_.store_.LoadRun(run_id, true);
+    if (!loaded.ok()) co_return co_await Send(Error(loaded.status().message()));
+    if (!loaded.value()) co_return co_await Send(Error("no run '" + run_id + "'"));
+    std::optional<StepState> state;
+    for (const StepRecord& s : loaded.value()->steps)
+      if (s.id == step_id) state = s.state;
+    if (!state) co_return co_await Send(Error("run " + run_id + " has no step '" + step_id + "'"));
+
+    // Shared with callbacks that may outlive this coroutine (a posted exit notice).
+    struct Stream {
+      std::deque<json::object> queue;
+      std::string partial;  // the first bytes of a character cut at the end of a piece
+      std::string state;
+      bool step_done = false;
+      bool exited = false;
+      std::shared_ptr<void> exit_watch;  // waiting for the step's processes; dropped with us
+    };
+    auto stream = std::make_shared<Stream>();
+    stream->state = ToString(*state);
+    std::weak_ptr<Session> weak = shared_from_this();
+    auto wake = [weak] {
+      if (auto session = weak.lock()) session->wake_.cancel();
+    };
+    auto step_ended = [&runs, stream, wake, run_id, step_id] {
+      stream->step_done = true;
+      std::weak_ptr<Stream> weak_stream = stream;
+      stream->exit_watch = runs.WhenActionsExit(run_id, step_id, [weak_stream, wake] {
+        if (auto s = weak_stream.lock()) {
+          s->exited = true;
+          wake();
+        }
+      });
+    };
+    auto on_data = [stream, wake](std::string_view data) {
+      std::string text = stream->partial + std::string(data);
+      size_t complete = CompleteUtf8Prefix(text);
+      stream->partial = text.substr(complete);
+      text.resize(complete);
+      if (text.empty()) return;
+      stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(text)}});
+      wake();
+    };
+    std::string path = runs.LogPath(run_id, step_id);
+    std::error_code size_error;
+    std::uintmax_t size = std::filesystem::file_size(path, size_error);
+    std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
+    Result<std::unique_ptr<LogFollower>> follower =
+        LogFollower::Start(socket_.get_executor(), path, start, on_data);
+    if (!follower.ok()) co_return co_await Send(Error(follower.status().message()));
+    std::uint64_t token =
+        runs.Subscribe(run_id, [stream, wake, step_ended, step_id](const json::object& event) {
+          const json::string* kind = StringField(event, "kind");
+          const json::string* step = StringField(event, "step");
+          const json::string* entered = StringField(event, "state");
+          if (!kind || *kind != "step.state" || !step || *step != step_id || !entered) return;
+          stream->state = std::string(*entered);
+          auto s = ParseStepState(stream->state);
+          if (s && IsTerminal(*s) && !stream->step_done) step_ended();
+          wake();
+        });
+    if (IsTerminal(*state)) step_ended();
+
+    // Named, not braced inside co_await: GCC 12 miscompiles that (notes/build-facts.md).
+    json::object start_line{
+        {"ok", true}, {"type", "start"}, {"run", run_id}, {"step", step_id}, {"path", path}};
+    bool open = co_await Send(start_line);
+    while (open) {
+      if (stream->step_done && stream->exited) {
+        // The writers are gone: their last bytes may not have been announced yet.
+        follower.value()->CatchUp();
+        if (!stream->partial.empty())
+          stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(stream->partial)}});
+        stream->queue.push_back(
+            {{"type", "end"}, {"run", run_id}, {"step", step_id}, {"state", stream->state}});
+        stream->step_done = false;  // ends below, once the queue is sent
+      }
+      bool ended = false;
+      while (!stream->queue.empty() && open) {
+        json::object next = std::move(stream->queue.front());
+        stream->queue.pop_front();
+        ended = next.at("type") == "end";
+        open = co_await Send(next);
+      }
+      if (ended || !open) break;
+      wake_.expires_at(asio::steady_timer::time_point::max());
+      auto result = co_await (wake_.async_wait(kTuple) ||
+                              socket_.async_wait(stream_protocol::socket::wait_read, kTuple));
+      if (result.index() == 1 || !socket_.is_open()) open = false;
+    }
+    runs.Unsubscribe(token);
+    follower.value()->Stop();
+    co_return false;  // a stream ends its connection
+  }
+
   ControlServer& server_;
+  std::string peer_;  // who is connected, for the records of what they did
   stream_protocol::socket socket_;
   asio::steady_timer wake_;
 };

@@ -1,36 +1,27 @@
 // deployctl: the command-line client of deployd (DESIGN.md §3). `validate` works offline;
-// every other verb talks to the daemon over its Unix socket, one JSON line each way.
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
+// every other verb talks to the daemon over its Unix socket, one JSON line each way. Verbs
+// with more to them than a request and its answer live in ctl_*.cc (ctl_verbs.h).
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
+#include "ctl_client.h"
+#include "ctl_verbs.h"
 #include "daemon_config.h"
 #include "deployd/protocol.h"
 #include "deployd/states.h"
 #include "plan_parser.h"
+#include "watch_view.h"
 
 using namespace deployd;
+using namespace deployd::ctl;
 namespace json = boost::json;
 
 namespace {
-
-// A failure that ends deployctl with a message and an exit code.
-struct Exit {
-  int code;
-  std::string message;
-};
-
-[[noreturn]] void Die(int code, const std::string& message) { throw Exit{code, message}; }
 
 std::string ReadPlan(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,147 +42,6 @@ std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pai
   return vars;
 }
 
-// One connection to the daemon. Lines in, lines out.
-class Client {
- public:
-  explicit Client(const std::string& path) : path_(path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) Die(kExitUsage, "socket path too long: " + path);
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
-      Die(kExitUnreachable, "cannot reach deployd at " + path + ": " + std::strerror(errno) +
-                                " (is it running? start it with `deployd` or `systemctl start "
-                                "deployd`; --socket or DEPLOYD_SOCKET choose another socket)");
-  }
-  ~Client() { ::close(fd_); }
-
-  void Send(json::object request) {
-    request["v"] = kProtocolVersion;
-    std::string line = json::serialize(request) + "\n";
-    for (size_t off = 0; off < line.size();) {
-      // MSG_NOSIGNAL: a connection deployd has closed is an error to report, not a SIGPIPE.
-      ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // deployd answers a peer it does not serve and closes at once, without reading the
-        // request: when that answer is there, it explains the broken connection.
-        std::optional<json::object> answer;
-        try {
-          answer = Receive();
-        } catch (const Exit&) {
-        }
-        if (answer && answer->contains("ok") && !(*answer)["ok"].as_bool()) Refused(*answer);
-        Die(kExitUnreachable, "lost the connection to deployd at " + path_);
-      }
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  json::object Receive() {
-    for (;;) {
-      auto nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        boost::system::error_code ec;
-        json::value v = json::parse(line, ec);
-        if (ec || !v.is_object()) Die(kExitUnreachable, "deployd sent an unreadable answer");
-        return v.as_object();
-      }
-      char chunk[65536];
-      ssize_t n = ::read(fd_, chunk, sizeof(chunk));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) Die(kExitUnreachable, "deployd closed the connection");
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
-  // this user may not talk to deployd at all).
-  json::object Call(json::object request) {
-    Send(std::move(request));
-    json::object answer = Receive();
-    if (!answer["ok"].as_bool()) Refused(answer);
-    return answer;
-  }
-
-  [[noreturn]] static void Refused(const json::object& answer) {
-    const json::value* code = answer.if_contains("code");
-    const json::value* error = answer.if_contains("error");
-    Die(code && *code == "unauthorized" ? kExitUnreachable : kExitUsage,
-        error && error->is_string() ? std::string(error->as_string()) : "deployd refused");
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::string buffer_;
-};
-
-std::string Str(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
-
-std::int64_t Int(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_int64() ? v->as_int64() : 0;
-}
-
-std::string Seconds(std::int64_t ms) {
-  char buf[32];
-  if (ms < 60'000) {
-    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
-  } else if (ms < 3'600'000) {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(ms / 60'000),
-                  static_cast<long long>(ms / 1000 % 60));
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(ms / 3'600'000),
-                  static_cast<long long>(ms / 60'000 % 60));
-  }
-  return buf;
-}
-
-std::string Clock(std::int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-int ExitFor(const json::object& run) {
-  std::string state = Str(run, "state");
-  return state == "succeeded" ? kExitOk : kExitRunFailed;
-}
-
-void PrintFailureEvidence(const json::object& run) {
-  const json::value* steps = run.if_contains("steps");
-  if (!steps || !steps->is_array()) return;
-  for (const auto& sv : steps->as_array()) {
-    const json::object& s = sv.as_object();
-    if (Str(s, "state") != "failed") continue;
-    std::cout << "  step " << Str(s, "id") << ": " << Str(s, "reason") << "\n";
-    const json::value* ev = s.if_contains("evidence");
-    if (!ev || !ev->is_object()) continue;
-    const json::object& e = ev->as_object();
-    for (const char* key : {"status_code", "body_excerpt", "error", "exit_status"}) {
-      const json::value* v = e.if_contains(key);
-      if (!v) continue;
-      std::cout << "    " << key << ": "
-                << (v->is_string() ? std::string(v->as_string()) : json::serialize(*v)) << "\n";
-    }
-    if (const json::value* tail = e.if_contains("output_tail"); tail && tail->is_array()) {
-      std::cout << "    output (last lines):\n";
-      for (const auto& l : tail->as_array())
-        std::cout << "      " << (l.is_string() ? std::string(l.as_string()) : "") << "\n";
-    }
-  }
-}
-
 void PrintRun(const json::object& run) {
   std::int64_t created = Int(run, "created_at_ms");
   std::int64_t finished = Int(run, "finished_at_ms");
@@ -200,7 +50,7 @@ void PrintRun(const json::object& run) {
   std::cout << "state:   " << Str(run, "state");
   if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
   std::cout << "\ncreated: " << Clock(created);
-  if (finished) std::cout << ", took " << Seconds(finished - created);
+  if (finished) std::cout << ", took " << FormatElapsed(finished - created);
   std::cout << "\n\n";
   std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
   std::fflush(stdout);
@@ -208,47 +58,13 @@ void PrintRun(const json::object& run) {
     const json::object& s = sv.as_object();
     std::int64_t start = Int(s, "started_at_ms");
     std::int64_t end = Int(s, "finished_at_ms");
-    std::string time = start ? Seconds((end ? end : start) - start) : "-";
+    std::string time = start ? FormatElapsed((end ? end : start) - start) : "-";
     std::string detail = Str(s, "reason");
     if (Str(s, "phase") == "on_failure") detail = "(on_failure) " + detail;
     std::printf("%-24s %-10s %-8lld %-8s %s\n", Str(s, "id").c_str(), Str(s, "state").c_str(),
                 static_cast<long long>(Int(s, "attempts")), time.c_str(), detail.c_str());
   }
   std::fflush(stdout);
-}
-
-// Prints a run's transitions as they are committed until it ends; returns the exit code.
-int Follow(Client& client, const std::string& run_id, bool quiet_snapshot) {
-  client.Send({{"op", "follow"}, {"run", run_id}});
-  std::int64_t origin = 0;
-  for (;;) {
-    json::object line = client.Receive();
-    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
-    std::string type = Str(line, "type");
-    if (type == "snapshot") {
-      origin = Int(line["run"].as_object(), "created_at_ms");
-      if (!quiet_snapshot) std::cout << "following run " << run_id << "\n";
-    } else if (type == "event") {
-      std::int64_t at = Int(line, "at_ms");
-      std::string step = Str(line, "step");
-      std::string what = step.empty() ? "run" : step;
-      std::string state = Str(line, "state");
-      std::string detail = Str(line, "detail");
-      if (Str(line, "kind") == "run.preflight") state = "preflight";
-      if (Str(line, "kind") == "run.created") state = "created";
-      std::printf("[%8s] %-24s %-10s %s\n", Seconds(at - origin).c_str(), what.c_str(),
-                  state.c_str(), detail.c_str());
-      std::fflush(stdout);
-    } else if (type == "end") {
-      const json::object& run = line["run"].as_object();
-      std::int64_t took = Int(run, "finished_at_ms") - Int(run, "created_at_ms");
-      std::cout << "run " << run_id << " " << Str(run, "state") << " after " << Seconds(took);
-      if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
-      std::cout << "\n";
-      if (Str(run, "state") == "failed") PrintFailureEvidence(run);
-      return ExitFor(run);
-    }
-  }
 }
 
 int Validate(const std::vector<std::string>& plans, const std::vector<std::string>& var_args) {
@@ -283,6 +99,7 @@ int main(int argc, char** argv) {
   std::string step_id;
   bool json_out = false;
   bool wait = false;
+  bool follow = false;
 
   auto* validate = app.add_subcommand("validate", "check plans without running them (offline)");
   validate->add_option("plan", plans, "plan files")->required();
@@ -293,6 +110,12 @@ int main(int argc, char** argv) {
   apply->add_option("--var", var_args, "NAME=VALUE override");
   apply->add_flag("--wait", wait, "show progress until the run ends; exit 1 if it fails");
 
+  auto* plan = app.add_subcommand(
+      "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
+  plan->add_option("plan", plans, "plan file")->required()->expected(1);
+  plan->add_option("--var", var_args, "NAME=VALUE override");
+  plan->add_flag("--json", json_out, "print one JSON object");
+
   auto* runs = app.add_subcommand("runs", "list runs, newest first");
   runs->add_flag("--json", json_out, "print a JSON array");
 
@@ -300,10 +123,20 @@ int main(int argc, char** argv) {
   status->add_option("run", run_id)->required();
   status->add_flag("--json", json_out, "print one JSON object");
 
+  auto* watch = app.add_subcommand("watch", "show a run live until it ends");
+  watch->add_option("run", run_id)->required();
+  watch->add_flag("--json", json_out, "print the follow stream: one JSON object per line");
+
   auto* logs = app.add_subcommand("logs", "print the output of a run's steps");
   logs->add_option("run", run_id)->required();
   logs->add_option("step", step_id);
+  logs->add_flag("-f,--follow", follow,
+                 "print STEP's output as it grows, until the step has ended");
   logs->add_flag("--json", json_out, "print JSON");
+
+  auto* why = app.add_subcommand("why", "show the evidence of a failed run");
+  why->add_option("run", run_id)->required();
+  why->add_flag("--json", json_out, "print one JSON object");
 
   auto* cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
   cancel->add_option("run", run_id)->required();
@@ -317,6 +150,16 @@ int main(int argc, char** argv) {
   skip->add_option("run", run_id)->required();
   skip->add_option("step", step_id)->required();
   skip->add_flag("--wait", wait, "show progress until the run ends");
+
+  auto* pause = app.add_subcommand("pause", "start no new step until resumed");
+  pause->add_option("run", run_id)->required();
+
+  auto* resume = app.add_subcommand("resume", "let a paused run go on");
+  resume->add_option("run", run_id)->required();
+
+  auto* approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
+  approve->add_option("run", run_id)->required();
+  approve->add_option("step", step_id)->required();
 
   try {
     app.parse(argc, argv);
@@ -354,9 +197,47 @@ int main(int argc, char** argv) {
       }
       std::string id = Str(answer, "run");
       std::cout << id << std::endl;
-      return wait ? Follow(client, id, true) : kExitOk;
+      return wait ? FollowPlain(client, id, false) : kExitOk;
+    }
+    if (*plan) {
+      auto vars = ParseVars(var_args);
+      std::string text = ReadPlan(plans[0]);
+      ParseResult parsed = ParsePlan(text, plans[0], vars);
+      if (!parsed.plan) {
+        for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
+        return kExitUsage;
+      }
+      Client client(socket_path);
+      return PlanDryRun(client, plans[0], text, vars, json_out);
     }
     Client client(socket_path);
+    if (*watch) {
+      if (!json_out) return WatchRun(client, run_id);
+      client.Send({{"op", "follow"}, {"run", run_id}});
+      for (;;) {
+        json::object line = client.Receive();
+        if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+        std::cout << json::serialize(line) << std::endl;
+        if (Str(line, "type") == "end") return ExitFor(line["run"].as_object());
+      }
+    }
+    if (*why) return Why(client, run_id, json_out);
+    if (*pause) {
+      client.Call({{"op", "pause"}, {"run", run_id}});
+      std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
+                << "until `deployctl resume " << run_id << "`\n";
+      return kExitOk;
+    }
+    if (*resume) {
+      client.Call({{"op", "resume"}, {"run", run_id}});
+      std::cout << "run " << run_id << " resumed\n";
+      return kExitOk;
+    }
+    if (*approve) {
+      client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
+      std::cout << "step " << step_id << " of run " << run_id << " approved\n";
+      return kExitOk;
+    }
     if (*runs) {
       json::object answer = client.Call({{"op", "runs"}});
       if (json_out) {
@@ -382,6 +263,11 @@ int main(int argc, char** argv) {
       }
       std::string state = Str(run, "state");
       return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+    }
+    if (*logs && follow) {
+      if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
+      if (json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
+      return LogsFollow(client, run_id, step_id);
     }
     if (*logs) {
       json::object request{{"op", "logs"}, {"run", run_id}};
@@ -409,7 +295,7 @@ int main(int argc, char** argv) {
       if (!step_id.empty()) request["step"] = step_id;
       client.Call(request);
       std::cout << "run " << run_id << " resumed\n";
-      return wait ? Follow(client, run_id, true) : kExitOk;
+      return wait ? FollowPlain(client, run_id, false) : kExitOk;
     }
   } catch (const Exit& e) {
     std::cerr << "deployctl: error: " << e.message << "\n";

@@ -126,6 +126,11 @@ LogFollower::LogFollower(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LogFollower::~LogFollower() { impl_->Stop(); }
 
+void LogFollower::CatchUp() {
+  auto keep = impl_;  // on_data may drop the follower
+  keep->Pump();
+}
+
 void LogFollower::Stop() { impl_->Stop(); }
 
 std::uint64_t LogFollower::offset() const { return impl_->offset; }

@@ -38,6 +38,9 @@ class LogFollower {
   LogFollower(const LogFollower&) = delete;
   LogFollower& operator=(const LogFollower&) = delete;
 
+  // Delivers, now, whatever the file holds past what was delivered: for the last bytes of a
+  // writer that has just exited, whose inotify event may not have been handled yet.
+  void CatchUp();
   void Stop();
   // How far the current file has been delivered.
   std::uint64_t offset() const;

@@ -40,16 +40,18 @@ constexpr std::array<std::string_view, 7> kTopKeys = {"version",   "name",  "des
 constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kTopUnsupported = {{
     {"secrets", "'secrets' is not supported yet"},
 }};
-constexpr std::array<std::string_view, 13> kStepKeys = {
-    "id",      "run",         "background", "env",     "cwd",   "timeout",   "grace",
-    "retries", "retry_delay", "verify",     "skip_if", "watch", "idempotent"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kStepUnsupported = {{
+constexpr std::array<std::string_view, 14> kStepKeys = {
+    "id",    "run",     "approval",    "background", "env",     "cwd",   "timeout",
+    "grace", "retries", "retry_delay", "verify",     "skip_if", "watch", "idempotent"};
+// Keys about a command and its process, which an approval step does not have.
+constexpr std::array<std::string_view, 7> kCommandOnlyStepKeys = {
+    "background", "env", "cwd", "timeout", "grace", "watch", "idempotent"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kStepUnsupported = {{
     {"service", "'service' steps are not supported yet (use 'run')"},
     {"kill", "'kill' steps are not supported yet (use 'run')"},
     {"gpus_free", "'gpus_free' steps are not supported yet (use 'run')"},
     {"remove", "'remove' steps are not supported yet (use 'run')"},
     {"download", "'download' steps are not supported yet (use 'run')"},
-    {"approval", "'approval' steps are not supported yet"},
 }};
 constexpr std::array<std::string_view, 7> kCheckKinds = {"run",     "http",      "tcp",      "file",
                                                          "command", "disk_free", "port_free"};
@@ -888,8 +890,20 @@ class PlanReader {
     } else {
       Error(step.pos, "missing required key 'id' in " + label);
     }
+    const Entry* approval = f.Get("approval");
     if (const Entry* e = f.Get("run")) {
       if (std::optional<Command> command = CommandValue(*e)) step.run = *command;
+      if (approval)
+        Error(PosOf(approval->key), "a step has one action: 'run' or 'approval', not both");
+    } else if (approval) {
+      step.approval = NonEmptyString(*approval).value_or("");
+      for (const Entry& other : f.entries) {
+        if (std::find(kCommandOnlyStepKeys.begin(), kCommandOnlyStepKeys.end(), other.name) !=
+            kCommandOnlyStepKeys.end())
+          Error(PosOf(other.key), Quoted(other.name) +
+                                      " cannot be used with 'approval' (an approval step runs "
+                                      "no command)");
+      }
     } else if (!f.had_unsupported) {
       Error(step.pos, "missing required key 'run' in " + label);
     }
@@ -898,7 +912,7 @@ class PlanReader {
     if (const Entry* e = f.Get("cwd")) step.cwd = String(*e).value_or("");
     if (const Entry* e = f.Get("timeout")) {
       step.timeout = DurationValue(*e);
-      if (step.background) {
+      if (step.background && !step.approval) {  // an approval step has neither: said above
         Error(PosOf(e->key),
               "'timeout' cannot be used with 'background: true' (a background "
               "step is bounded by its verify 'within')");

@@ -21,6 +21,7 @@
 #include "line_splitter.h"
 #include "log_follower.h"
 #include "plan_parser.h"
+#include "process_exit_watch.h"
 #include "progress_watch.h"
 
 namespace deployd {
@@ -251,7 +252,9 @@ void RunManager::Recover() {
       run.live[i].recovering = true;
       Dispatch(record.id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
     }
-    if (Find(record.id)) Start(run);
+    if (!Find(record.id)) continue;
+    SyncWaiting(run);
+    Start(run);
   }
 }
 
@@ -302,10 +305,13 @@ void RunManager::RunPreflight(ActiveRun& run) {
 }
 
 // Starts the first unfinished step, or finishes the run. Main steps run in order; once one
-// has failed, the on_failure steps run, then the run has failed.
+// has failed, the on_failure steps run, then the run has failed. A step that is waiting for
+// approval is unfinished: the run waits with it.
 void RunManager::Advance(ActiveRun& run) {
   if (run.stopping || IsTerminal(run.record.state) || !run.preflight_done) return;
   const auto& steps = run.record.steps;
+  // A paused run starts no step; one with nothing left to start still finishes.
+  const bool paused = run.record.state == RunState::kPaused;
   const StepRecord* failed = nullptr;
   for (size_t i = 0; i < run.main_count; ++i) {
     if (steps[i].state == StepState::kFailed || steps[i].state == StepState::kCancelled) {
@@ -314,7 +320,7 @@ void RunManager::Advance(ActiveRun& run) {
     }
     if (steps[i].state == StepState::kSucceeded || steps[i].state == StepState::kSkipped)
       continue;
-    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
       Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
     return;
   }
@@ -324,7 +330,7 @@ void RunManager::Advance(ActiveRun& run) {
   }
   for (size_t i = run.main_count; i < steps.size(); ++i) {
     if (IsTerminal(steps[i].state)) continue;
-    if (steps[i].state == StepState::kPending && !run.live[i].awaiting)
+    if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
       Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
     return;
   }
@@ -385,6 +391,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
   facts.has_verify = !def.verify.empty();
   facts.background = def.background;
   facts.idempotent = def.idempotent;
+  facts.approval = def.approval.has_value();
   facts.attempts = record.attempts;
   facts.max_attempts = def.max_attempts();
   facts.recovering = live.recovering;
@@ -402,9 +409,11 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
     return std::find(t.effects.begin(), t.effects.end(), e) != t.effects.end();
   };
   std::int64_t now = NowMs();
+  // Asking for approval is an approval step's attempt, as firing is a command's.
+  const bool attempt = has(StepEffect::kFire) || has(StepEffect::kAwaitApproval);
   if (has(StepEffect::kResetAttempts)) next.attempts = 0;
-  if (has(StepEffect::kFire) || has(StepEffect::kResetAttempts)) {
-    if (has(StepEffect::kFire)) ++next.attempts;
+  if (attempt || has(StepEffect::kResetAttempts)) {
+    if (attempt) ++next.attempts;
     if (next.started_at_ms == 0 || has(StepEffect::kResetAttempts)) next.started_at_ms = now;
     next.finished_at_ms = 0;
     next.exit_status.reset();
@@ -423,6 +432,9 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
     next.action = intent.ToJson();
   }
   if (info.action) next.action = *info.action;
+  if (has(StepEffect::kAwaitApproval))
+    next.reason = "waiting for approval: " + *def.approval + " (`deployctl approve " + run_id +
+                  " " + record.id + "`)";
   if (info.exit_status) next.exit_status = info.exit_status;
   if (info.pid) next.pid = info.pid;
   if (!info.reason.empty()) next.reason = info.reason;
@@ -455,6 +467,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
   spdlog::info("{} {}: {}{}", run_id, record.id, ToString(next.state),
                tr.event.detail.empty() ? "" : " (" + tr.event.detail + ")");
   Notify(run_id, tr.event, record.attempts);
+  if (!run->stopping) SyncWaiting(*run, &record);
 
   // The progress watch lives while the action runs: running, or verifying beside a background
   // action. A foreground action that has exited has nothing left to make progress.
@@ -498,6 +511,9 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
         });
         break;
       }
+      case StepEffect::kAwaitApproval:
+        live.recovering = false;  // the operator's answer is awaited; nothing runs
+        break;
       case StepEffect::kResetAttempts:
         break;
     }
@@ -560,8 +576,18 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
   };
 
+  // Counted for WhenActionsExit(); the count is taken down after the exit has been handled.
+  std::string key = run_id + "/" + def.id;
+  auto on_exit_counted = [this, key, on_exit = std::move(on_exit)](const ExitStatus& status) {
+    on_exit(status);
+    if (--alive_actions_[key] > 0) return;
+    alive_actions_.erase(key);
+    auto waiters = exit_waiters_.extract(key);
+    if (!waiters.empty())
+      for (auto& done : waiters.mapped()) done();
+  };
   Result<std::shared_ptr<ChildProcess>> child =
-      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit));
+      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit_counted));
   if (!child.ok()) {
     EventInfo info;
     info.reason = child.status().message();
@@ -571,6 +597,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     return;
   }
   live.child = child.value();
+  ++alive_actions_[key];
   StartProgressWatch(run, index, gen);
   if (def.timeout) {
     int timer_gen = live.timer_gen;
@@ -978,6 +1005,122 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
   info.reason = "skipped by operator";
   Dispatch(run_id, *index, StepEvent::kOperatorSkip, std::move(info), Source::kOperator, 0);
   return Reopen(*run.value(), *index, "skipped " + step_id);
+}
+
+namespace {
+
+// Why an operator's request about a run that is not active is refused.
+Status NotActive(RunStore& store, const std::string& run_id, const std::string& refusal) {
+  Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, false);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+  return Status::Error("run " + run_id + " has already finished (" +
+                       std::string(ToString(loaded.value()->state)) + "); " + refusal);
+}
+
+}  // namespace
+
+Status RunManager::Approve(const std::string& run_id, const std::string& step_id,
+                           const std::string& by) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "there is nothing to approve");
+  auto index = StepIndex(run->record, step_id);
+  if (!index) return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+  if (!run->live[*index].def->approval)
+    return Status::Error("step " + step_id + " is not an approval step");
+  StepState s = run->record.steps[*index].state;
+  if (s != StepState::kWaiting)
+    return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
+                         ", not waiting for approval");
+  EventInfo info;
+  info.reason = "approved by " + by;
+  Dispatch(run_id, *index, StepEvent::kApprove, std::move(info), Source::kOperator, 0);
+  return Status::Ok();
+}
+
+Status RunManager::Pause(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a running run can be paused");
+  const RunRecord& record = run->record;
+  if (record.state == RunState::kPaused)
+    return Status::Error("run " + run_id + " is already paused");
+  for (const StepRecord& s : record.steps) {
+    if (s.state == StepState::kWaiting)
+      return Status::Error("run " + run_id + " is waiting for approval of step " + s.id +
+                           "; nothing starts until it is approved");
+  }
+  std::string reason = "paused by operator";
+  for (size_t i = 0; i < record.steps.size(); ++i) {
+    const StepRecord& s = record.steps[i];
+    if (s.state == StepState::kRunning || s.state == StepState::kVerifying ||
+        (s.state == StepState::kPending && run->live[i].awaiting)) {
+      reason += "; step " + s.id + " finishes first";
+      break;
+    }
+  }
+  if (!CommitRunState(*run, RunState::kPaused, reason, "")) return Status::Error("cannot record");
+  return Status::Ok();
+}
+
+Status RunManager::Resume(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a paused run can be resumed");
+  if (run->record.state != RunState::kPaused)
+    return Status::Error("run " + run_id + " is not paused (it is " +
+                         std::string(ToString(run->record.state)) + ")");
+  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", ""))
+    return Status::Error("cannot record");
+  SyncWaiting(*run);  // a retry of an approval step may have started to wait meanwhile
+  Advance(*run);
+  return Status::Ok();
+}
+
+void RunManager::SyncWaiting(ActiveRun& run, const StepRecord* changed) {
+  const StepRecord* waiting = nullptr;
+  for (const StepRecord& s : run.record.steps) {
+    if (s.state == StepState::kWaiting) {
+      waiting = &s;
+      break;
+    }
+  }
+  if (waiting && run.record.state == RunState::kRunning) {
+    CommitRunState(run, RunState::kWaiting, "step " + waiting->id + ": " + waiting->reason, "");
+  } else if (!waiting && run.record.state == RunState::kWaiting) {
+    // The step that waited has moved on (approved, skipped): say how.
+    std::string how = changed ? "step " + changed->id + ": " + changed->reason : "";
+    CommitRunState(run, RunState::kRunning, how, "");
+  }
+}
+
+std::shared_ptr<void> RunManager::WhenActionsExit(const std::string& run_id,
+                                                  const std::string& step_id,
+                                                  std::function<void()> done) {
+  std::string key = run_id + "/" + step_id;
+  if (alive_actions_.count(key)) {
+    exit_waiters_[key].push_back(std::move(done));
+    return nullptr;
+  }
+  // A background action outlives its step: wait for the recorded process itself.
+  std::string action_json;
+  if (ActiveRun* run = Find(run_id)) {
+    for (const StepRecord& s : run->record.steps)
+      if (s.id == step_id) action_json = s.action;
+  } else if (Result<std::optional<RunRecord>> loaded = store_.LoadRun(run_id, true);
+             loaded.ok() && loaded.value()) {
+    for (const StepRecord& s : loaded.value()->steps)
+      if (s.id == step_id) action_json = s.action;
+  }
+  std::optional<BackgroundActionInfo> info = BackgroundActionInfo::FromJson(action_json);
+  if (info && info->action) {
+    Result<std::unique_ptr<ProcessExitWatch>> watch = ProcessExitWatch::Open(ex_, *info->action);
+    if (watch.ok()) {
+      std::shared_ptr<ProcessExitWatch> held = std::move(watch.value());
+      held->AsyncWait(std::move(done));
+      return held;
+    }
+  }
+  asio::post(ex_, std::move(done));
+  return nullptr;
 }
 
 std::uint64_t RunManager::Subscribe(const std::string& run_id, Listener listener) {

@@ -64,6 +64,12 @@ class RunManager {
   Status Retry(const std::string& run_id, const std::string& step_id);
   // Marks a step that is not running as skipped, and lets its run go on.
   Status Skip(const std::string& run_id, const std::string& step_id);
+  // Lets an approval step that is waiting go on; `by` names the operator in its record.
+  Status Approve(const std::string& run_id, const std::string& step_id, const std::string& by);
+  // Pause takes effect between steps: the current step finishes, no new step starts (a run
+  // whose steps are all done still finishes). Resume lets the run go on.
+  Status Pause(const std::string& run_id);
+  Status Resume(const std::string& run_id);
 
   // Live view of one run: called with each committed event, as EventToJson() gives it (seq is
   // 0: the store numbers events) plus "attempt".
@@ -78,6 +84,12 @@ class RunManager {
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
   // Where the supervisor of a background step's attempt records its action (supervisor.h).
   std::string StatusPath(const std::string& run_id, const std::string& step_id, int attempt) const;
+  // Calls `done` once no process of the step's actions is alive (posted at once when none
+  // is), so that `logs -f` can end when the log's writers have: the foreground children this
+  // daemon started, and a background action (found by its recorded pid and start time, also
+  // after a restart). Dropping the returned handle stops waiting.
+  std::shared_ptr<void> WhenActionsExit(const std::string& run_id, const std::string& step_id,
+                                        std::function<void()> done);
   size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
@@ -114,6 +126,9 @@ class RunManager {
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);
   bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
                       const std::string& evidence);
+  // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
+  // restart between the step's commit and the run's). `changed`: the step just transitioned.
+  void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
   void Notify(const std::string& run_id, const EventRecord& event, int attempt);
   // Sends one line to the run's listeners as it is.
   void NotifyLine(const std::string& run_id, const boost::json::object& line);
@@ -124,6 +139,9 @@ class RunManager {
   std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
   std::map<std::uint64_t, std::pair<std::string, Listener>> listeners_;
   std::uint64_t next_token_ = 1;
+  // Per "RUN/STEP": the action processes started and not yet exited, and who waits for none.
+  std::map<std::string, int> alive_actions_;
+  std::map<std::string, std::vector<std::function<void()>>> exit_waiters_;
 };
 
 // The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.

@@ -20,6 +20,9 @@ struct StepFacts {
   bool has_verify = false;
   bool background = false;
   bool idempotent = false;
+  // The action is an operator's approval, not a command: "firing" it makes the step wait, and
+  // there is no process to stop. Asking again is always safe.
+  bool approval = false;
   int attempts = 0;      // attempts fired so far
   int max_attempts = 1;  // retries + 1
   bool recovering = false;  // re-verifying after a daemon restart interrupted the step
@@ -43,14 +46,15 @@ enum class StepEvent {
                      // with exit status 0 (its supervisor says), so verify decides as before
   kOperatorSkip,     // deployctl skip
   kOperatorRetry,    // deployctl retry (a finished step starts afresh)
+  kApprove,          // deployctl approve (an approval step that is waiting goes on)
 };
 inline constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kStart,         StepEvent::kSkipMatched,     StepEvent::kSkipNotMatched,
     StepEvent::kActionSucceeded, StepEvent::kActionStarted, StepEvent::kActionFailed,
     StepEvent::kStalled,       StepEvent::kVerifyPassed,    StepEvent::kVerifyFailed,
     StepEvent::kRetryDue,      StepEvent::kCancel,          StepEvent::kRecover,
-    StepEvent::kReattach,
-    StepEvent::kOperatorSkip,  StepEvent::kOperatorRetry};
+    StepEvent::kReattach,      StepEvent::kOperatorSkip,    StepEvent::kOperatorRetry,
+    StepEvent::kApprove};
 
 enum class StepEffect {
   kEvaluateSkip,   // run the skip_if checks
@@ -60,6 +64,7 @@ enum class StepEffect {
   kStopAction,     // SIGTERM the action's process group, SIGKILL after the grace period
   kScheduleRetry,  // arm the retry timer (delay doubles with each attempt)
   kResetAttempts,  // attempts = 0 (an operator asked for a fresh start)
+  kAwaitApproval,  // a new attempt of an approval step: ask the operator (attempts + 1)
 };
 
 struct StepTransition {

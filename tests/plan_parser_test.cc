@@ -400,6 +400,66 @@ plan.yaml:6:5: error: a step must be a map with 'id' and 'run'
 )");
 }
 
+TEST_CASE("approval steps") {
+  ParseResult r = ParsePlan(R"(version: 1
+name: t
+vars:
+  who: the on-call engineer
+steps:
+  - id: confirm
+    approval: "${who} checks the dashboard"
+    retries: 1
+    skip_if:
+      - file: /tmp/approved
+    verify:
+      - file: /tmp/approved
+  - id: after
+    run: 'true'
+)",
+                            "plan.yaml", {});
+  REQUIRE(r.errors.empty());
+  const Step& confirm = r.plan->steps[0];
+  CHECK(confirm.approval == "the on-call engineer checks the dashboard");
+  CHECK(confirm.retries == 1);
+  CHECK(confirm.skip_if.size() == 1);
+  CHECK(confirm.verify.size() == 1);
+  CHECK_FALSE(r.plan->steps[1].approval.has_value());
+
+  CHECK(Errors(R"(version: 1
+name: t
+steps:
+  - id: both
+    run: make
+    approval: ok?
+  - id: empty
+    approval: ""
+  - id: proc
+    approval: go
+    background: true
+    timeout: 5m
+    watch: {fail_on: x}
+    idempotent: true
+)") == R"(plan.yaml:6:5: error: a step has one action: 'run' or 'approval', not both
+    approval: ok?
+    ^
+plan.yaml:8:15: error: 'approval' must not be empty
+    approval: ""
+              ^
+plan.yaml:11:5: error: 'background' cannot be used with 'approval' (an approval step runs no command)
+    background: true
+    ^
+plan.yaml:12:5: error: 'timeout' cannot be used with 'approval' (an approval step runs no command)
+    timeout: 5m
+    ^
+plan.yaml:13:5: error: 'watch' cannot be used with 'approval' (an approval step runs no command)
+    watch: {fail_on: x}
+    ^
+plan.yaml:14:5: error: 'idempotent' cannot be used with 'approval' (an approval step runs no command)
+    idempotent: true
+    ^
+)");
+}
+
 TEST_CASE("plan errors: duplicate keys in any map") {
   CHECK(Errors(R"(version: 1
 name: t

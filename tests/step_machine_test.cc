@@ -1,6 +1,6 @@
 // Table tests of the step machine: every (state × event) pair, for the combinations of facts
 // that change its answers. A cell reads "next:effect,effect", "next!" for a step failed as
-// interrupted, or "-" for a pair that is ignored.
+// interrupted, or "-" for a pair that is ignored. Every test walks all states × all events.
 #include "step_machine.h"
 
 #include <catch2/catch.hpp>
@@ -227,4 +227,71 @@ TEST_CASE("step machine: a non-idempotent step whose re-verify fails is interrup
   f.max_attempts = 5;  // retries do not apply to an interruption: repeating is not safe
   StepTransition t = NextState(StepState::kVerifying, f, StepEvent::kVerifyFailed);
   CHECK(Cell(t) == "failed!");
+}
+
+TEST_CASE("step machine: approval step without verify, last attempt") {
+  StepFacts f;
+  f.approval = true;
+  f.attempts = 1;
+  auto table = Common();
+  table["pending"] = {{"start", "waiting:await-approval"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "waiting:await-approval"},
+                      {"retry-due", "waiting:await-approval"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  // An approval step never runs a process: action events are stale, nothing is stopped, and
+  // an interrupted step asks again (asking is always safe).
+  table["running"] = {{"cancel", "cancelled"}, {"recover", "waiting:await-approval"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "failed"},
+                        {"cancel", "cancelled:stop-verify"},
+                        {"recover", "waiting:await-approval"}};
+  table["waiting"]["approve"] = "succeeded";
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: approval step with skip_if and verify, attempts left") {
+  StepFacts f;
+  f.approval = true;
+  f.has_skip_if = true;
+  f.has_verify = true;
+  f.attempts = 1;
+  f.max_attempts = 2;
+  auto table = Common();
+  table["pending"] = {{"start", "pending:evaluate-skip"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "waiting:await-approval"},
+                      {"retry-due", "waiting:await-approval"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"cancel", "cancelled"}, {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "pending:schedule-retry"},
+                        {"cancel", "cancelled:stop-verify"},
+                        {"recover", "verifying:start-verify"}};
+  table["waiting"]["approve"] = "verifying:start-verify";
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: recovering an approval step whose re-verify fails asks again") {
+  StepFacts f;
+  f.approval = true;
+  f.has_verify = true;
+  f.recovering = true;
+  f.attempts = 1;
+  auto table = Common();
+  table["pending"] = {{"start", "waiting:await-approval"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "waiting:await-approval"},
+                      {"retry-due", "waiting:await-approval"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"cancel", "cancelled"}, {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "waiting:await-approval"},
+                        {"cancel", "cancelled:stop-verify"},
+                        {"recover", "verifying:start-verify"}};
+  table["waiting"]["approve"] = "verifying:start-verify";
+  CheckTable(f, table);
 }

@@ -105,6 +105,9 @@ struct Step {
   SourcePos pos;
 
   Command run;
+  // Set for an approval step: instead of running a command the step waits (state `waiting`)
+  // until `deployctl approve`; this message tells the operator what to check first.
+  std::optional<std::string> approval;
   bool background = false;  // start detached; verify while it runs; it outlives the step
   std::map<std::string, std::string> env;  // added to the daemon's environment
   std::string cwd;                         // empty = the daemon's working directory

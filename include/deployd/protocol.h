@@ -4,14 +4,23 @@
 //   {"v": 1, "op": "apply", "plan_text": "...", "plan_file": "demo.yaml", "vars": {"k": "v"}}
 //   {"v": 1, "op": "runs"}                 {"v": 1, "op": "status", "run": "demo-3"}
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional)
+//   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch", "follow": true}   (a stream)
 //   {"v": 1, "op": "cancel" | "follow", "run": "demo-3"}
 //   {"v": 1, "op": "retry" | "skip", "run": "demo-3", "step": "fetch"}  (retry: step optional)
+//   {"v": 1, "op": "pause" | "resume", "run": "demo-3"}
+//   {"v": 1, "op": "approve", "run": "demo-3", "step": "confirm"}
+//   {"v": 1, "op": "why", "run": "demo-3"}      → {"ok": true, "why": {…}} (failure_report.h)
+//   {"v": 1, "op": "plan", "plan_text": "...", "plan_file": "demo.yaml", "vars": {…}}
+//       → {"ok": true, "plan": {…}} (plan_preview.h): a dry run; nothing is recorded
 //   {"v": 1, "op": "ping"}
 //
 // Each answer is one line: {"ok": true, …} or {"ok": false, "error": "one line for humans"}
 // (an invalid plan adds "diagnostics": ["FILE:LINE:COL: error: …", …]). `follow` answers with a
 // stream: {"type": "snapshot", "run": RUN}, then {"type": "event", …} lines as transitions are
 // committed, and {"type": "end", "run": RUN} once the run has reached a terminal state.
+// `logs` with "follow" answers with a stream too: {"ok": true, "type": "start", "run", "step",
+// "path"}, {"type": "data", "text": …} as the step's output grows, and {"type": "end", "run",
+// "step", "state"} once the step has ended and its processes have exited.
 // A connection may carry several requests, one after the other.
 #ifndef DEPLOYD_PROTOCOL_H_
 #define DEPLOYD_PROTOCOL_H_
