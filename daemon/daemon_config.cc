@@ -90,8 +90,15 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
         error(value.Mark(), "invalid size '" + value.Scalar() + "' (expected e.g. 64MiB)");
       else
         config.log_max_size = *size;
+    } else if (name == "retention") {
+      auto d = ParseDuration(value.Scalar());
+      if (!d || d->count() <= 0)
+        error(value.Mark(), "invalid duration '" + value.Scalar() + "' (expected e.g. 30d, 12h)");
+      else
+        config.retention = *d;
     } else {
-      error(key.Mark(), "unknown key '" + name + "' (known: socket, state_dir, group, log_max_size)");
+      error(key.Mark(), "unknown key '" + name +
+                            "' (known: socket, state_dir, group, log_max_size, retention)");
     }
   }
 }

@@ -4,6 +4,7 @@
 #define DEPLOYD_DAEMON_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct DaemonConfig {
   std::string state_dir;    // default: DefaultStateDir()
   std::string group;        // members may use the socket; "" = root and the daemon's uid only
   std::uint64_t log_max_size = 64ull << 20;  // per step log, before it is rotated once
+  std::optional<Duration> retention;          // forget finished runs older than this
 };
 
 // Root: /run/deployd/deployd.sock; others: $XDG_RUNTIME_DIR/deployd/deployd.sock, else

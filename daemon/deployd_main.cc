@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   RunManagerOptions run_options;
   run_options.state_dir = config.state_dir;
   run_options.log_cap_bytes = config.log_max_size;
+  run_options.retention = config.retention;
   run_options.on_activity = [&notifier](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
   };

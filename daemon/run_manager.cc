@@ -217,6 +217,7 @@ ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& p
 }
 
 void RunManager::Recover() {
+  ForgetOldRuns();
   Result<std::vector<RunRecord>> unfinished = store_.UnfinishedRuns();
   if (!unfinished.ok()) {
     spdlog::error("cannot list unfinished runs: {}", unfinished.status().message());
@@ -346,7 +347,24 @@ void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reaso
   asio::post(ex_, [this, id = run.record.id] {
     ActiveRun* r = Find(id);
     if (r && IsTerminal(r->record.state)) runs_.erase(id);
+    ForgetOldRuns();
   });
+}
+
+void RunManager::ForgetOldRuns() {
+  if (!options_.retention) return;
+  Result<std::vector<std::string>> forgotten =
+      store_.ForgetRunsFinishedBefore(NowMs() - options_.retention->count());
+  if (!forgotten.ok()) {
+    spdlog::error("{}", forgotten.status().message());
+    return;
+  }
+  for (const std::string& id : forgotten.value()) {
+    std::error_code ec;
+    std::filesystem::remove_all(options_.state_dir + "/logs/" + id, ec);
+    spdlog::info("{}: forgotten (finished more than {} ago)", id,
+                 FormatDuration(*options_.retention));
+  }
 }
 
 bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::string& reason,

@@ -19,11 +19,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "deployd/plan.h"
 #include "deployd/status.h"
 #include "run_store.h"
 #include "step_machine.h"
@@ -41,6 +43,9 @@ struct RunManagerOptions {
   // The program a background action's supervisor is executed from: deployd itself, whatever
   // replaced the file on disk since it started.
   std::string supervisor_exe = "/proc/self/exe";
+  // Finished runs older than this are forgotten (rows, events and logs) when deployd starts
+  // and whenever a run finishes; unset keeps every run.
+  std::optional<Duration> retention;
 };
 
 struct ApplyResult {
@@ -108,6 +113,7 @@ class RunManager {
   void RunPreflight(ActiveRun& run);
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
               const std::string& evidence);
+  void ForgetOldRuns();
   void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info,
                 Source source, int generation);
   void StartAction(ActiveRun& run, size_t index);

@@ -18,7 +18,7 @@ namespace {
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 2> kMigrations = {
+constexpr std::array<const char*, 3> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -73,6 +73,14 @@ BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     // action's processes and supervisor files), JSON object text or ''.
     R"sql(
 ALTER TABLE steps ADD COLUMN action TEXT NOT NULL DEFAULT '';
+)sql",
+    // Version 3: a finished run may be forgotten as a whole (the `retention` setting); the
+    // history of a run that is not finished stays untouchable.
+    R"sql(
+DROP TRIGGER events_no_delete;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+WHEN (SELECT state FROM runs WHERE id = OLD.run_id) NOT IN ('succeeded', 'failed', 'cancelled')
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,
@@ -740,6 +748,42 @@ Result<std::vector<RunRecord>> RunStore::ListRuns(bool with_steps, int limit) {
 Result<std::vector<RunRecord>> RunStore::UnfinishedRuns() {
   return Guard(path_, "cannot list unfinished runs",
                [&] { return DoListRuns(stmts_->select_unfinished.get(), 0, true); });
+}
+
+Result<std::vector<std::string>> RunStore::ForgetRunsFinishedBefore(std::int64_t cutoff_ms) {
+  return Guard(path_, "cannot forget old runs", [&]() -> Result<std::vector<std::string>> {
+    auto fail = [&] { return SqlError(path_, db_, "cannot forget old runs"); };
+    WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(), stmts_->rollback.get());
+    if (!txn.begun()) return fail();
+    std::vector<std::string> ids;
+    {
+      sqlite3_stmt* raw = nullptr;
+      if (sqlite3_prepare_v2(db_,
+                             "SELECT id FROM runs WHERE state IN ('succeeded', 'failed', "
+                             "'cancelled') AND finished_at_ms > 0 AND finished_at_ms < ?1",
+                             -1, &raw, nullptr) != SQLITE_OK)
+        return fail();
+      std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> select(raw, sqlite3_finalize);
+      sqlite3_bind_int64(raw, 1, cutoff_ms);
+      int rc;
+      while ((rc = sqlite3_step(raw)) == SQLITE_ROW)
+        ids.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)));
+      if (rc != SQLITE_DONE) return fail();
+    }
+    for (const char* sql : {"DELETE FROM events WHERE run_id = ?1",
+                            "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"}) {
+      sqlite3_stmt* raw = nullptr;
+      if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) return fail();
+      std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> remove(raw, sqlite3_finalize);
+      for (const std::string& id : ids) {
+        sqlite3_bind_text(raw, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(raw) != SQLITE_DONE) return fail();
+        sqlite3_reset(raw);
+      }
+    }
+    if (!txn.Commit()) return fail();
+    return ids;
+  });
 }
 
 Result<std::vector<EventRecord>> RunStore::Events(const std::string& run_id) {

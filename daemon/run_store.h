@@ -102,12 +102,15 @@ class RunStore {
   Result<std::vector<RunRecord>> UnfinishedRuns();
   // Ordered by seq; empty when there is no such run (every run has at least "run.created").
   Result<std::vector<EventRecord>> Events(const std::string& run_id);
+  // Deletes the runs that finished before `cutoff_ms` — their steps and events too — in one
+  // transaction, and returns their ids. Runs that have not finished are never touched.
+  Result<std::vector<std::string>> ForgetRunsFinishedBefore(std::int64_t cutoff_ms);
 
   // For diagnostics and tests: the value of `PRAGMA <name>` ([a-z_]+) on this store's own
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life

@@ -31,8 +31,10 @@ std::string Load(const std::string& text, DaemonConfig& config) {
 
 TEST_CASE("config: every key is read") {
   DaemonConfig c;
-  CHECK(Load("socket: /run/x.sock\nstate_dir: /srv/state\ngroup: deploy\nlog_max_size: 1MiB\n",
+  CHECK(Load("socket: /run/x.sock\nstate_dir: /srv/state\ngroup: deploy\nlog_max_size: 1MiB\n"
+             "retention: 30d\n",
              c) == "");
+  CHECK(c.retention == std::chrono::hours(24 * 30));
   CHECK(c.socket_path == "/run/x.sock");
   CHECK(c.state_dir == "/srv/state");
   CHECK(c.group == "deploy");
@@ -50,7 +52,8 @@ TEST_CASE("config: an empty file keeps the defaults") {
 TEST_CASE("config: problems are reported with their position") {
   DaemonConfig c;
   CHECK(Load("socket: /x\nstate_dri: /y\nlog_max_size: lots\nsocket: /z\ngroup: [a]\n", c) ==
-        ":2:1: error: unknown key 'state_dri' (known: socket, state_dir, group, log_max_size)\n"
+        ":2:1: error: unknown key 'state_dri' (known: socket, state_dir, group, log_max_size, "
+        "retention)\n"
         "state_dri: /y\n"
         "^\n"
         ":3:15: error: invalid size 'lots' (expected e.g. 64MiB)\n"
@@ -62,6 +65,10 @@ TEST_CASE("config: problems are reported with their position") {
         ":5:8: error: 'group' must be a single value\n"
         "group: [a]\n"
         "       ^\n");
+  CHECK(Load("retention: forever\n", c) ==
+        ":1:12: error: invalid duration 'forever' (expected e.g. 30d, 12h)\n"
+        "retention: forever\n"
+        "           ^\n");
   CHECK(Load("- a\n", c) == ":1:1: error: the configuration must be a map of settings\n- a\n^\n");
   CHECK(Load("a: [\n", c).find("error: ") != std::string::npos);
 }

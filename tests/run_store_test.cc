@@ -470,7 +470,7 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
 
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");  // stored in the file itself
-  CHECK(raw.Query("PRAGMA user_version") == "2");
+  CHECK(raw.Query("PRAGMA user_version") == "3");
   // synchronous belongs to each connection: this one shows Debian's WAL default, which is
   // also FULL (build-facts §8); the store's own connection is read through ReadPragma.
   CHECK(raw.Query("PRAGMA synchronous") == "2");
@@ -546,7 +546,7 @@ TEST_CASE("a newer schema is refused and left untouched", "[run_store]") {
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() ==
         path +
-            ": schema version 7 is newer than this deployd understands (2); run a newer "
+            ": schema version 7 is newer than this deployd understands (3); run a newer "
             "deployd or move the file away");
   CHECK(ReadBytes(path) == before);
 }
@@ -976,7 +976,7 @@ TEST_CASE("a version 1 database is migrated to version 2 and keeps its data", "[
   CHECK(MustEvents(*store, "old-3").size() == 4);
 
   RawDb raw(path);
-  CHECK(raw.Query("PRAGMA user_version") == "2");
+  CHECK(raw.Query("PRAGMA user_version") == "3");
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");
   // The history is still protected: the triggers came through the migration.
   CHECK(raw.Query("DELETE FROM events") == "ERROR: events are append-only");
@@ -995,9 +995,42 @@ TEST_CASE("a migration that fails leaves the database at its version", "[run_sto
   auto store = RunStore::Open(path);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() == path +
-                                        ": cannot migrate the schema from version 1 to 2: "
+                                        ": cannot migrate the schema from version 1 to 3: "
                                         "duplicate column name: action");
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA user_version") == "1");
   CHECK(raw.Query("SELECT count(*) FROM events") == "3");
+}
+
+TEST_CASE("finished runs older than the cutoff are forgotten, and only they", "[run_store]") {
+  TempDir dir;
+  const std::string path = dir.File("deployd.db");
+  auto store = MustOpen(path);
+  std::string old_id = MustCreate(*store, DemoRun());
+  std::string new_id = MustCreate(*store, DemoRun());
+  std::string open_id = MustCreate(*store, DemoRun());
+  auto finish = [&](const std::string& id, std::int64_t at) {
+    Transition t;
+    t.run_id = id;
+    t.at_ms = at;
+    t.run_state = RunState::kSucceeded;
+    t.run_finished_at_ms = at;
+    t.event.kind = "run.state";
+    t.event.state = "succeeded";
+    REQUIRE(store->Commit(t).ok());
+  };
+  finish(old_id, 1000);
+  finish(new_id, 5000);
+  Result<std::vector<std::string>> forgotten = store->ForgetRunsFinishedBefore(2000);
+  REQUIRE(forgotten.ok());
+  CHECK(forgotten.value() == std::vector<std::string>{old_id});
+  CHECK_FALSE(store->LoadRun(old_id)->has_value());
+  CHECK(MustEvents(*store, old_id).empty());
+  CHECK(store->LoadRun(new_id)->has_value());
+  CHECK(store->LoadRun(open_id)->has_value());
+  // The history of a run that is not finished stays protected, whoever asks.
+  RawDb raw(path);
+  CHECK(raw.Query("DELETE FROM events WHERE run_id = '" + open_id + "'") ==
+        "ERROR: events are append-only");
+  CHECK(MustEvents(*store, open_id).size() == 1);
 }

@@ -225,6 +225,7 @@ class Daemon:
         self.proc = None
         self._log = None
         self.starts = 0
+        self.extra_args = []  # more deployd flags, e.g. ["--config", FILE]
 
     # -- lifecycle
 
@@ -241,7 +242,8 @@ class Daemon:
         self._log.write(("---- start %d ----\n" % (self.starts + 1)).encode())
         self._log.flush()
         self.proc = subprocess.Popen(
-            [DEPLOYD_BIN, "--socket", self.socket, "--state-dir", self.state_dir],
+            [DEPLOYD_BIN, "--socket", self.socket, "--state-dir", self.state_dir]
+            + self.extra_args,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env, cwd=self.dir)
         self.starts += 1
         self.wait_ready()

@@ -2,6 +2,7 @@
 may not control it, and refusing a second daemon on the same socket."""
 
 import os
+import time
 import shutil
 import socket
 import stat
@@ -50,6 +51,41 @@ class LifecycleTest(DaemonTestCase):
                       % self.d.socket, cp.stderr)
         # The first one still serves.
         self.d.ctl("runs", check=0)
+
+
+class ConfigTest(DaemonTestCase):
+    def test_finished_runs_older_than_retention_are_forgotten(self):
+        plan = self.d.write_plan("quick.yaml", """\
+version: 1
+name: quick
+steps:
+  - id: only
+    run: 'echo hi'
+""")
+        first, _ = self.d.apply(plan, check=0)
+        self.assertTrue(os.path.isdir(os.path.join(self.d.state_dir, "logs", first)))
+        config = self.d.write_file("deployd.yaml", "retention: 1s\n")
+        self.d.stop()
+        time.sleep(1.2)  # let the first run age past the retention
+        self.d.extra_args = ["--config", config]
+        self.d.start()
+        # Forgotten when deployd started: record, events and logs.
+        cp = self.d.ctl("status", first, check=2)
+        self.assertEqual(cp.stderr, "deployctl: error: no run '%s'\n" % first)
+        self.assertFalse(os.path.exists(os.path.join(self.d.state_dir, "logs", first)))
+        self.assertEqual(self.d.events(first), [])
+        # A run that has just finished is kept.
+        second, _ = self.d.apply(plan, check=0)
+        self.assertEqual(self.d.status_json(second)["state"], "succeeded")
+
+    def test_a_bad_configuration_stops_deployd_with_its_position(self):
+        config = self.d.write_file("bad.yaml", "socket: /tmp/x.sock\nretention: forever\n")
+        cp = subprocess.run([DEPLOYD_BIN, "--config", config, "--socket", self.d.path("b.sock"),
+                             "--state-dir", self.d.path("state-b")],
+                            capture_output=True, text=True, timeout=60)
+        self.assertEqual(cp.returncode, 2)
+        self.assertEqual(cp.stderr, "%s:2:12: error: invalid duration 'forever' (expected e.g. "
+                                    "30d, 12h)\nretention: forever\n           ^\n" % config)
 
 
 class SystemdNotifyTest(DaemonTestCase):
