@@ -202,7 +202,9 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     const RunRecord& record = *loaded.value();
     if (op == "status") {
       json::object o = Ok();
-      o["run"] = RunToJson(record);
+      json::object run_json = RunToJson(record);
+      runs.AddProgress(run_json);
+      o["run"] = std::move(run_json);
       return o;
     }
     // logs
@@ -236,7 +238,9 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
 
     std::deque<json::object> queue;
     bool ended = IsTerminal(loaded.value()->state);
-    queue.push_back({{"ok", true}, {"type", "snapshot"}, {"run", RunToJson(*loaded.value())}});
+    json::object snapshot = RunToJson(*loaded.value());
+    server_.runs_.AddProgress(snapshot);
+    queue.push_back({{"ok", true}, {"type", "snapshot"}, {"run", std::move(snapshot)}});
     // What happened before the client asked, then what happens next: one thread, so no event
     // falls between the two.
     Result<std::vector<EventRecord>> past = store.Events(run_id);

@@ -71,10 +71,10 @@ constexpr std::array<std::string_view, 2> kTcpKeys = {"host", "port"};
 constexpr std::array<std::string_view, 3> kFileKeys = {"path", "absent", "min_size"};
 constexpr std::array<std::string_view, 2> kDiskFreeKeys = {"path", "at_least"};
 constexpr std::array<std::string_view, 2> kPortFreeKeys = {"port", "host"};
-constexpr std::array<std::string_view, 1> kWatchKeys = {"fail_on"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kWatchUnsupported = {{
-    {"progress", "'progress' in 'watch' is not supported yet"},
-}};
+constexpr std::array<std::string_view, 3> kWatchKeys = {"fail_on", "progress", "on_stall"};
+constexpr std::array<std::string_view, 4> kProgressKeys = {"path", "stall_after", "every", "total"};
+// Sampling faster than this costs CPU and tells nothing a person or a stall check could use.
+constexpr Duration kMinProgressEvery{100};
 
 std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -905,27 +905,111 @@ class PlanReader {
       }
     }
     if (const Entry* e = f.Get("grace")) step.grace = DurationValue(*e).value_or(step.grace);
-    if (const Entry* e = f.Get("retries"))
-      step.retries = static_cast<int>(Integer(*e, 0, 100).value_or(0));
+    bool retries_unreadable = false;  // reported on its own; must not also read as "none"
+    if (const Entry* e = f.Get("retries")) {
+      std::optional<std::int64_t> retries = Integer(*e, 0, 100);
+      retries_unreadable = !retries;
+      step.retries = static_cast<int>(retries.value_or(0));
+    }
     if (const Entry* e = f.Get("retry_delay"))
       step.retry_delay = DurationValue(*e).value_or(step.retry_delay);
     if (const Entry* e = f.Get("verify")) step.verify = ReadChecks(*e);
     if (const Entry* e = f.Get("skip_if")) step.skip_if = ReadChecks(*e);
-    if (const Entry* e = f.Get("watch")) step.watch = ReadWatch(*e);
+    if (const Entry* e = f.Get("watch"))
+      step.watch = ReadWatch(*e, step.retries > 0 || retries_unreadable);
     if (const Entry* e = f.Get("idempotent")) step.idempotent = Bool(*e).value_or(false);
     return step;
   }
 
-  Watch ReadWatch(const Entry& e) {
+  // `has_retries`: the step may be fired again, which `on_stall: restart` needs.
+  Watch ReadWatch(const Entry& e, bool has_retries) {
     Watch watch;
     if (e.value.IsNull()) return watch;
     if (!e.value.IsMap()) {
       Error(ValuePos(e), "'watch' must be a map");
       return watch;
     }
-    Fields f = ReadMap(e.value, kWatchKeys, "in 'watch'", kWatchUnsupported);
-    const Entry* fail_on = f.Get("fail_on");
-    if (!fail_on) return watch;
+    Fields f = ReadMap(e.value, kWatchKeys, "in 'watch'");
+    if (const Entry* progress = f.Get("progress")) watch.progress = ReadProgress(*progress);
+    if (const Entry* on_stall = f.Get("on_stall")) {
+      std::optional<std::string> value = String(*on_stall);
+      if (value == "restart") {
+        watch.on_stall = OnStall::kRestart;
+      } else if (value && *value != "fail") {
+        Error(ValuePos(*on_stall), "'on_stall' must be fail or restart");
+      }
+      if (!f.Get("progress")) {
+        Error(PosOf(on_stall->key), "'on_stall' needs 'progress' (what would stall?)");
+      } else if (watch.on_stall == OnStall::kRestart && !has_retries) {
+        Error(ValuePos(*on_stall),
+              "'on_stall: restart' needs 'retries' (how many times the action may be fired "
+              "again)");
+      }
+    }
+    ReadFailOn(f.Get("fail_on"), watch);
+    return watch;
+  }
+
+  // {path, stall_after, every, total}; without `path` only progress lines in the output count.
+  std::optional<ProgressSpec> ReadProgress(const Entry& e) {
+    if (!e.value.IsMap()) {
+      Error(ValuePos(e), "'progress' must be a map with 'stall_after' (and 'path' to watch)");
+      return std::nullopt;
+    }
+    ProgressSpec spec;
+    spec.pos = PosOf(e.value);
+    Fields f = ReadMap(e.value, kProgressKeys, "in 'progress'");
+    bool ok = true;
+    if (const Entry* path = f.Get("path")) {
+      std::optional<std::string> s = NonEmptyString(*path);
+      ok = ok && s;
+      spec.path = s.value_or("");
+    }
+    const Entry* stall_after = f.Get("stall_after");
+    if (stall_after) {
+      std::optional<Duration> d = DurationValue(*stall_after);
+      ok = ok && d;
+      if (d) spec.stall_after = *d;
+    } else {
+      Error(PosOf(e.value), "missing required key 'stall_after' in 'progress'");
+      ok = false;
+    }
+    if (const Entry* every = f.Get("every")) {
+      std::optional<Duration> parsed = DurationValue(*every);
+      bool good = parsed.has_value();
+      Duration d = parsed.value_or(Duration{0});
+      if (good && d < kMinProgressEvery) {
+        Error(ValuePos(*every), "'every' must be at least " + FormatDuration(kMinProgressEvery));
+        good = false;
+      } else if (good && stall_after && ok && d >= spec.stall_after) {
+        Error(ValuePos(*every), "'every' (" + FormatDuration(d) +
+                                    ") must be shorter than 'stall_after' (" +
+                                    FormatDuration(spec.stall_after) + ")");
+        good = false;
+      }
+      ok = ok && good;
+      spec.every = d;
+    } else if (stall_after && ok && spec.every >= spec.stall_after) {
+      Error(ValuePos(*stall_after), "'stall_after' (" + FormatDuration(spec.stall_after) +
+                                        ") must be longer than 'every' (" +
+                                        FormatDuration(spec.every) + " by default)");
+      ok = false;
+    }
+    if (const Entry* total = f.Get("total")) {
+      std::optional<std::uint64_t> size = SizeValue(*total);
+      if (size && !f.Get("path")) {
+        Error(PosOf(total->key), "'total' needs 'path' (the bytes it is compared with)");
+        size.reset();
+      }
+      ok = ok && size;
+      spec.total = size;
+    }
+    if (!ok) return std::nullopt;
+    return spec;
+  }
+
+  void ReadFailOn(const Entry* fail_on, Watch& watch) {
+    if (!fail_on) return;
     auto add = [&](const YAML::Node& node, SourcePos pos) {
       if (std::optional<std::string> re = Regex(node, pos, "fail_on"))
         watch.fail_on.push_back(FailPattern{*re, pos});
@@ -944,7 +1028,6 @@ class PlanReader {
     } else {
       Error(ValuePos(*fail_on), "'fail_on' must be a string or a list of strings");
     }
-    return watch;
   }
 
   // --- the document ---

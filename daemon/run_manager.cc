@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "checks.h"
 #include "child_process.h"
 #include "plan_parser.h"
+#include "progress_watch.h"
 
 namespace deployd {
 
@@ -84,6 +86,7 @@ struct LiveStep {
   bool recovering = false;
   bool awaiting = false;  // a retry delay or skip_if checks are pending
   std::shared_ptr<ChildProcess> child;
+  std::shared_ptr<ProgressWatch> progress;  // watch.progress, from fire until the action ends
   std::unique_ptr<asio::steady_timer> timer;
   std::shared_ptr<asio::cancellation_signal> checks_cancel;
 };
@@ -362,6 +365,7 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
   facts.attempts = record.attempts;
   facts.max_attempts = def.max_attempts();
   facts.recovering = live.recovering;
+  facts.restart_on_stall = def.watch.on_stall == OnStall::kRestart;
   StepTransition t = NextState(record.state, facts, event);
   if (!t.valid) {
     spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
@@ -417,6 +421,13 @@ void RunManager::Dispatch(const std::string& run_id, size_t index, StepEvent eve
                tr.event.detail.empty() ? "" : " (" + tr.event.detail + ")");
   Notify(run_id, tr.event, record.attempts);
 
+  // The progress watch lives while the action runs: running, or verifying beside a background
+  // action. A foreground action that has exited has nothing left to make progress.
+  if (live.progress && next.state != StepState::kRunning &&
+      !(next.state == StepState::kVerifying && def.background)) {
+    live.progress->Stop();
+    live.progress.reset();
+  }
   // A timer belongs to the state that armed it (a timeout, a retry delay).
   ++live.timer_gen;
   live.timer->cancel();
@@ -476,11 +487,14 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   options.log_cap_bytes = options_.log_cap_bytes;
   options.detach = def.background;
 
+  // A background action's output goes to its log file, not through here: the follower of that
+  // log must feed live.progress->OnLine() the same way.
   ChildProcess::LineHandler on_line;
-  if (!def.background && !live.fail_on.empty()) {
+  if (!def.background && (!live.fail_on.empty() || def.watch.progress)) {
     on_line = [this, run_id, index, gen](std::string_view line) {
       ActiveRun* run = Find(run_id);
       if (!run) return;
+      if (const auto& watch = run->live[index].progress) watch->OnLine(line);
       for (const auto& [pattern, re] : run->live[index].fail_on) {
         if (!std::regex_search(line.begin(), line.end(), re)) continue;
         EventInfo info;
@@ -529,6 +543,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     return;
   }
   live.child = child.value();
+  StartProgressWatch(run, index, gen);
   if (def.background) {
     EventInfo info;
     info.pid = live.child->pid();
@@ -549,6 +564,83 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
       if (auto& c = run->live[index].child) info.evidence["output_tail"] = ToJson(c->Tail());
       Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
     });
+  }
+}
+
+namespace {
+
+// "no progress for 10m (bytes under /x stuck at 1.2GiB)"
+std::string StallReason(const ProgressSpec& spec, const ProgressSnapshot& s) {
+  std::string why;
+  if (!spec.path.empty()) {
+    why = "bytes under " + spec.path + " stuck at " + FormatBytes(s.bytes.value_or(0));
+  } else if (s.done && s.total && *s.done == std::floor(*s.done) && *s.total < 1e7) {
+    why = "progress in the output stuck at " + std::to_string(std::llround(*s.done)) + "/" +
+          std::to_string(std::llround(*s.total));
+  } else if (s.fraction) {  // sizes ("2.25G/5.00G") read better as a percentage
+    char percent[16];
+    std::snprintf(percent, sizeof percent, "%.1f%%", *s.fraction * 100);
+    why = std::string("progress in the output stuck at ") + percent;
+  } else {
+    why = "no progress line in the output";
+  }
+  return "no progress for " + FormatDuration(spec.stall_after) + " (" + why + ")";
+}
+
+}  // namespace
+
+// From fire until the action ends (see Dispatch); a stall comes back as kStalled of this
+// attempt. A background step reattached after a restart of deployd needs its watch started
+// here too (the stall clock starts afresh then: what happened while deployd was down is
+// unknown).
+void RunManager::StartProgressWatch(ActiveRun& run, size_t index, int action_gen) {
+  LiveStep& live = run.live[index];
+  if (!live.def->watch.progress) return;
+  const ProgressSpec& spec = *live.def->watch.progress;
+  const std::string run_id = run.record.id;
+  const std::string step_id = live.def->id;
+  auto on_change = [this, run_id, step_id](const ProgressSnapshot& snapshot) {
+    if (listeners_.empty()) return;
+    json::object line{{"type", "progress"}, {"run", run_id}, {"step", step_id}};
+    for (const auto& field : ProgressToJson(snapshot)) line[field.key()] = field.value();
+    NotifyLine(run_id, line);
+  };
+  auto on_stall = [this, run_id, index, action_gen, spec](const ProgressSnapshot& snapshot,
+                                                          std::int64_t stalled_for_ms) {
+    ActiveRun* run = Find(run_id);
+    if (!run) return;
+    EventInfo info;
+    info.reason = StallReason(spec, snapshot);
+    json::object progress = ProgressToJson(snapshot);
+    info.evidence["stalled_for_ms"] = stalled_for_ms;
+    info.evidence["stall_after_ms"] = spec.stall_after.count();
+    if (!spec.path.empty()) info.evidence["path"] = spec.path;
+    info.evidence["bytes"] = progress["bytes"];
+    info.evidence["last_progress_at_ms"] = snapshot.last_progress_at_ms;
+    info.evidence["rate_bps"] = progress["rate_bps"];
+    info.evidence["last_line"] =
+        snapshot.last_line.empty() ? json::value(nullptr) : json::value(snapshot.last_line);
+    if (auto& c = run->live[index].child) info.evidence["output_tail"] = ToJson(c->Tail());
+    Dispatch(run_id, index, StepEvent::kStalled, std::move(info), Source::kAction, action_gen);
+  };
+  live.progress = ProgressWatch::Start(ex_, spec, std::move(on_change), std::move(on_stall));
+}
+
+void RunManager::AddProgress(json::object& run_json) const {
+  const json::value* id = run_json.if_contains("id");
+  json::value* steps = run_json.if_contains("steps");
+  if (!id || !id->is_string() || !steps || !steps->is_array()) return;
+  auto it = runs_.find(std::string(id->as_string()));
+  if (it == runs_.end()) return;
+  const ActiveRun& run = *it->second;
+  for (json::value& step : steps->as_array()) {
+    const json::value* id_field = step.as_object().if_contains("id");
+    if (!id_field || !id_field->is_string()) continue;
+    std::string step_id(id_field->as_string());  // the object may move as it grows
+    for (const LiveStep& live : run.live) {
+      if (live.progress && step_id == live.def->id)
+        step.as_object()["progress"] = ProgressToJson(live.progress->Snapshot());
+    }
   }
 }
 
@@ -712,6 +804,10 @@ void RunManager::Notify(const std::string& run_id, const EventRecord& event, int
   if (!stamped.at_ms) stamped.at_ms = NowMs();
   json::object line = EventToJson(run_id, stamped);
   line["attempt"] = attempt;
+  NotifyLine(run_id, line);
+}
+
+void RunManager::NotifyLine(const std::string& run_id, const json::object& line) {
   std::vector<Listener> targets;
   for (const auto& [token, entry] : listeners_)
     if (entry.first == run_id) targets.push_back(entry.second);
@@ -724,6 +820,7 @@ void RunManager::Shutdown() {
     if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
     for (auto& live : run->live) {
       live.timer->cancel();
+      if (live.progress) live.progress->Stop();
       if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
     }
   }

@@ -65,6 +65,10 @@ class RunManager {
   std::uint64_t Subscribe(const std::string& run_id, Listener listener);
   void Unsubscribe(std::uint64_t token);
 
+  // Adds "progress" (ProgressToJson) to each step of `run_json` (RunToJson's shape) that is
+  // being watched right now. Progress is observation, not state: it is never stored.
+  void AddProgress(boost::json::object& run_json) const;
+
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
   size_t active_runs() const { return runs_.size(); }
   // Stops timers and checks; leaves every child process running (the next start recovers).
@@ -89,12 +93,15 @@ class RunManager {
   void StartAction(ActiveRun& run, size_t index);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
   void StopAction(ActiveRun& run, size_t index);
+  void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
   // Re-opens a finished run from `from` on: failed or cancelled main steps and every
   // on_failure step become pending again, and the run is running.
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);
   bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
                       const std::string& evidence);
   void Notify(const std::string& run_id, const EventRecord& event, int attempt);
+  // Sends one line to the run's listeners as it is.
+  void NotifyLine(const std::string& run_id, const boost::json::object& line);
 
   boost::asio::any_io_executor ex_;
   RunStore& store_;

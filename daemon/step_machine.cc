@@ -15,8 +15,8 @@ StepTransition To(S next, std::vector<E> effects = {}) {
 }
 
 // After a failed attempt: another attempt after the delay, or the step has failed.
-StepTransition AfterFailure(const StepFacts& f, std::vector<E> stop) {
-  if (f.attempts < f.max_attempts) {
+StepTransition AfterFailure(const StepFacts& f, std::vector<E> stop, bool may_retry = true) {
+  if (may_retry && f.attempts < f.max_attempts) {
     stop.push_back(E::kScheduleRetry);
     return To(S::kPending, std::move(stop));
   }
@@ -61,6 +61,13 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
       // Only a background action is still alive while the step verifies.
       if (state == S::kVerifying && f.background)
         return AfterFailure(f, {E::kStopVerify, E::kStopAction});
+      break;
+    case StepEvent::kStalled:
+      // A stall is not an ordinary failure: retries apply only with on_stall: restart. The
+      // watch runs while the action does: fired, or verifying beside a background action.
+      if (state == S::kRunning) return AfterFailure(f, {E::kStopAction}, f.restart_on_stall);
+      if (state == S::kVerifying && f.background)
+        return AfterFailure(f, {E::kStopVerify, E::kStopAction}, f.restart_on_stall);
       break;
     case StepEvent::kVerifyPassed:
       if (state != S::kVerifying) break;
@@ -107,6 +114,7 @@ std::string_view ToString(StepEvent event) {
     case StepEvent::kActionSucceeded: return "action-succeeded";
     case StepEvent::kActionStarted: return "action-started";
     case StepEvent::kActionFailed: return "action-failed";
+    case StepEvent::kStalled: return "stalled";
     case StepEvent::kVerifyPassed: return "verify-passed";
     case StepEvent::kVerifyFailed: return "verify-failed";
     case StepEvent::kRetryDue: return "retry-due";

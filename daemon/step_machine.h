@@ -23,6 +23,7 @@ struct StepFacts {
   int attempts = 0;      // attempts fired so far
   int max_attempts = 1;  // retries + 1
   bool recovering = false;  // re-verifying after a daemon restart interrupted the step
+  bool restart_on_stall = false;  // watch.on_stall: restart (else a stall fails at once)
 };
 
 enum class StepEvent {
@@ -32,6 +33,7 @@ enum class StepEvent {
   kActionSucceeded,  // foreground action exited 0
   kActionStarted,    // background action was started
   kActionFailed,     // non-zero exit, timeout, fail_on line, cannot start
+  kStalled,          // watch.progress saw no progress for stall_after
   kVerifyPassed,
   kVerifyFailed,
   kRetryDue,         // the retry delay has elapsed
@@ -43,9 +45,9 @@ enum class StepEvent {
 inline constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kStart,         StepEvent::kSkipMatched,     StepEvent::kSkipNotMatched,
     StepEvent::kActionSucceeded, StepEvent::kActionStarted, StepEvent::kActionFailed,
-    StepEvent::kVerifyPassed,  StepEvent::kVerifyFailed,    StepEvent::kRetryDue,
-    StepEvent::kCancel,        StepEvent::kRecover,         StepEvent::kOperatorSkip,
-    StepEvent::kOperatorRetry};
+    StepEvent::kStalled,       StepEvent::kVerifyPassed,    StepEvent::kVerifyFailed,
+    StepEvent::kRetryDue,      StepEvent::kCancel,          StepEvent::kRecover,
+    StepEvent::kOperatorSkip,  StepEvent::kOperatorRetry};
 
 enum class StepEffect {
   kEvaluateSkip,   // run the skip_if checks

@@ -783,3 +783,134 @@ steps:
                                                      ^
 )");
 }
+
+TEST_CASE("watch.progress parses: bytes under a path, or output lines only") {
+  ParseResult result = ParsePlan(R"(version: 1
+name: t
+vars:
+  dir: /shared/kimi
+steps:
+  - id: download
+    run: hf download nvidia/Kimi-K2.5-NVFP4 --local-dir ${dir}
+    retries: 3
+    watch:
+      progress: {path: '${dir}', stall_after: 10m, every: 30s, total: 595GB}
+      on_stall: restart
+      fail_on: GatedRepoError
+  - id: load
+    run: vllm serve ${dir}
+    watch:
+      progress: {stall_after: 20s}
+  - id: plain
+    run: 'true'
+    watch:
+      progress:
+        path: /x
+        stall_after: 1m
+      on_stall: fail
+)",
+                                 "plan.yaml", {});
+  REQUIRE(result.errors.empty());
+  const Step& download = result.plan->steps[0];
+  REQUIRE(download.watch.progress);
+  CHECK(download.watch.progress->path == "/shared/kimi");
+  CHECK(download.watch.progress->stall_after == Duration(10min));
+  CHECK(download.watch.progress->every == Duration(30s));
+  CHECK(download.watch.progress->total == 595'000'000'000ull);
+  CHECK(download.watch.progress->pos.line == 10);
+  CHECK(download.watch.on_stall == OnStall::kRestart);
+  CHECK(download.watch.fail_on.size() == 1);
+  const Step& load = result.plan->steps[1];
+  REQUIRE(load.watch.progress);
+  CHECK(load.watch.progress->path.empty());
+  CHECK(load.watch.progress->stall_after == Duration(20s));
+  CHECK(load.watch.progress->every == Duration(5s));  // the default
+  CHECK_FALSE(load.watch.progress->total);
+  CHECK(load.watch.on_stall == OnStall::kFail);
+  const Step& plain = result.plan->steps[2];
+  CHECK(plain.watch.progress->path == "/x");
+  CHECK(plain.watch.on_stall == OnStall::kFail);
+  CHECK_FALSE(result.plan->steps[0].watch.fail_on.empty());
+}
+
+TEST_CASE("plan errors: watch.progress and on_stall") {
+  CHECK(Errors(R"(version: 1
+name: t
+steps:
+  - id: a
+    run: dl
+    retries: 1
+    watch:
+      progress: {path: /x, stall_after: 10 minutes, every: 0.5}
+  - id: b
+    run: dl
+    watch:
+      progress: {path: /x, stall_after: 1m, every: 1m}
+  - id: c
+    run: dl
+    watch:
+      progress: {path: /x, stall_after: 3s}
+  - id: d
+    run: dl
+    watch:
+      progress: {path: /x, stal_after: 10m, every: 50ms}
+  - id: e
+    run: dl
+    watch:
+      progress: /x
+      on_stall: retry
+  - id: f
+    run: dl
+    watch:
+      on_stall: restart
+  - id: g
+    run: dl
+    watch:
+      progress: {stall_after: 10m, total: 1GB}
+      on_stall: restart
+  - id: h
+    run: dl
+    retries: 2
+    watch:
+      progress: {path: '', stall_after: 10m}
+)") == R"(plan.yaml:8:41: error: invalid duration '10 minutes' (expected e.g. 500ms, 15s, 10m, 8h)
+      progress: {path: /x, stall_after: 10 minutes, every: 0.5}
+                                        ^
+plan.yaml:8:60: error: invalid duration '0.5' (expected e.g. 500ms, 15s, 10m, 8h)
+      progress: {path: /x, stall_after: 10 minutes, every: 0.5}
+                                                           ^
+plan.yaml:12:52: error: 'every' (1m) must be shorter than 'stall_after' (1m)
+      progress: {path: /x, stall_after: 1m, every: 1m}
+                                                   ^
+plan.yaml:16:41: error: 'stall_after' (3s) must be longer than 'every' (5s by default)
+      progress: {path: /x, stall_after: 3s}
+                                        ^
+plan.yaml:20:17: error: missing required key 'stall_after' in 'progress'
+      progress: {path: /x, stal_after: 10m, every: 50ms}
+                ^
+plan.yaml:20:28: error: unknown key 'stal_after' in 'progress' (did you mean 'stall_after'?)
+      progress: {path: /x, stal_after: 10m, every: 50ms}
+                           ^
+plan.yaml:20:52: error: 'every' must be at least 100ms
+      progress: {path: /x, stal_after: 10m, every: 50ms}
+                                                   ^
+plan.yaml:24:17: error: 'progress' must be a map with 'stall_after' (and 'path' to watch)
+      progress: /x
+                ^
+plan.yaml:25:17: error: 'on_stall' must be fail or restart
+      on_stall: retry
+                ^
+plan.yaml:29:7: error: 'on_stall' needs 'progress' (what would stall?)
+      on_stall: restart
+      ^
+plan.yaml:33:36: error: 'total' needs 'path' (the bytes it is compared with)
+      progress: {stall_after: 10m, total: 1GB}
+                                   ^
+plan.yaml:34:17: error: 'on_stall: restart' needs 'retries' (how many times the action may be fired again)
+      on_stall: restart
+                ^
+plan.yaml:39:24: error: 'path' must not be empty
+      progress: {path: '', stall_after: 10m}
+                       ^
+)");
+}

@@ -69,6 +69,7 @@ TEST_CASE("step machine: foreground step, no checks, last attempt") {
                       {"operator-skip", "skipped"}};
   table["running"] = {{"action-succeeded", "succeeded"},
                       {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
                       {"recover", "failed!"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
@@ -93,6 +94,8 @@ TEST_CASE("step machine: skip_if and verify, attempts left") {
                       {"operator-skip", "skipped"}};
   table["running"] = {{"action-succeeded", "verifying:start-verify"},
                       {"action-failed", "pending:stop-action,schedule-retry"},
+                      // on_stall: fail — a stall does not use the attempts left.
+                      {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
                       {"recover", "verifying:start-verify"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
@@ -117,9 +120,11 @@ TEST_CASE("step machine: background step with verify, last attempt") {
                       {"operator-skip", "skipped"}};
   table["running"] = {{"action-started", "verifying:start-verify"},
                       {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
                       {"recover", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
+                        {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
@@ -142,13 +147,69 @@ TEST_CASE("step machine: recovering an idempotent background step without verify
                       {"operator-skip", "skipped"}};
   table["running"] = {{"action-started", "succeeded"},
                       {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
                       {"recover", "running:fire"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
+                        {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "running:fire"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
                         {"recover", "running:fire"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: on_stall restart, background step with attempts left") {
+  StepFacts f;
+  f.background = true;
+  f.has_verify = true;
+  f.restart_on_stall = true;
+  f.attempts = 1;
+  f.max_attempts = 2;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-started", "verifying:start-verify"},
+                      {"action-failed", "pending:stop-action,schedule-retry"},
+                      {"stalled", "pending:stop-action,schedule-retry"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"action-failed", "pending:stop-verify,stop-action,schedule-retry"},
+                        {"stalled", "pending:stop-verify,stop-action,schedule-retry"},
+                        {"verify-passed", "succeeded"},
+                        {"verify-failed", "pending:stop-action,schedule-retry"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "verifying:start-verify"}};
+  CheckTable(f, table);
+}
+
+TEST_CASE("step machine: on_stall restart, foreground step on its last attempt") {
+  StepFacts f;
+  f.has_verify = true;
+  f.restart_on_stall = true;
+  f.attempts = 3;
+  f.max_attempts = 3;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  // The action has exited once the step verifies: nothing is left to stall.
+  table["running"] = {{"action-succeeded", "verifying:start-verify"},
+                      {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "verifying:start-verify"}};
+  table["verifying"] = {{"verify-passed", "succeeded"},
+                        {"verify-failed", "failed:stop-action"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "verifying:start-verify"}};
   CheckTable(f, table);
 }
 

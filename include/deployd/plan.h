@@ -80,8 +80,24 @@ struct FailPattern {
   SourcePos pos;
 };
 
+// What a stalled step does: fail at once, or stop its process group and fire the action again
+// (bounded by the step's `retries`).
+enum class OnStall { kFail, kRestart };
+
+// `watch.progress`: the step must keep making progress — bytes under `path` growing, or a
+// progress line in its output advancing — or it is stalled after `stall_after`.
+struct ProgressSpec {
+  std::string path;  // empty: only progress lines in the output count
+  Duration stall_after{std::chrono::minutes(10)};
+  Duration every{std::chrono::seconds(5)};  // sampling interval; < stall_after
+  std::optional<std::uint64_t> total;       // expected bytes under `path` when complete
+  SourcePos pos;
+};
+
 struct Watch {
   std::vector<FailPattern> fail_on;
+  std::optional<ProgressSpec> progress;
+  OnStall on_stall = OnStall::kFail;
 };
 
 struct Step {
