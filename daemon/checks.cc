@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "child_process.h"
+#include "format_size.h"
 #include "http_probe.h"
 #include "plan_parser.h"
 #include "version.h"
@@ -67,25 +68,6 @@ std::string_view KindName(CheckKind kind) {
       return "port_free";
   }
   return "check";
-}
-
-// "12.3GiB", "600GiB", "512B": one decimal unless the value is whole in its unit.
-std::string SizeText(std::uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int unit = 0;
-  std::uint64_t scale = 1;
-  while (unit + 1 < 7 && bytes / scale >= 1024) {
-    scale *= 1024;
-    ++unit;
-  }
-  char text[32];
-  if (bytes % scale == 0) {
-    std::snprintf(text, sizeof text, "%llu%s", static_cast<unsigned long long>(bytes / scale),
-                  kUnits[unit]);
-  } else {
-    std::snprintf(text, sizeof text, "%.1f%s", static_cast<double>(bytes) / scale, kUnits[unit]);
-  }
-  return text;
 }
 
 std::string CommandText(const Command& command) {
@@ -270,10 +252,10 @@ CheckOutcome ProbeFile(const Check& check) {
   if (check.min_size && size < *check.min_size) {
     evidence["min_size"] = *check.min_size;
     return Outcome(check, false,
-                   SizeText(size) + ", expected at least " + SizeText(*check.min_size),
+                   FormatSize(size) + ", expected at least " + FormatSize(*check.min_size),
                    std::move(evidence));
   }
-  return Outcome(check, true, "exists (" + SizeText(size) + ")", std::move(evidence));
+  return Outcome(check, true, "exists (" + FormatSize(size) + ")", std::move(evidence));
 }
 
 bool IsExecutableFile(const std::string& path) {
@@ -325,9 +307,9 @@ CheckOutcome ProbeDiskFree(const Check& check) {
   std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   evidence["free_bytes"] = free_bytes;
   evidence["required_bytes"] = check.at_least;
-  evidence["free"] = SizeText(free_bytes);
-  evidence["required"] = SizeText(check.at_least);
-  std::string detail = SizeText(free_bytes) + " free, " + SizeText(check.at_least) + " required";
+  evidence["free"] = FormatSize(free_bytes);
+  evidence["required"] = FormatSize(check.at_least);
+  std::string detail = FormatSize(free_bytes) + " free, " + FormatSize(check.at_least) + " required";
   return Outcome(check, free_bytes >= check.at_least, detail, std::move(evidence));
 }
 
@@ -587,11 +569,11 @@ std::string DescribeCheck(const Check& check) {
       if (check.absent) {
         text += " absent";
       } else if (check.min_size) {
-        text += " >= " + SizeText(*check.min_size);
+        text += " >= " + FormatSize(*check.min_size);
       }
       break;
     case CheckKind::kDiskFree:
-      text += " >= " + SizeText(check.at_least);
+      text += " >= " + FormatSize(check.at_least);
       break;
     case CheckKind::kTcp:
     case CheckKind::kCommand:
