@@ -28,7 +28,8 @@ namespace {
 
 constexpr std::string_view kDurationHint = "(expected e.g. 500ms, 15s, 10m, 8h)";
 constexpr std::string_view kSizeHint = "(expected e.g. 512MiB, 600GiB, 1GB)";
-constexpr std::string_view kKindList = "run, http, tcp, file, command, disk_free, port_free";
+constexpr std::string_view kKindList =
+    "run, http, tcp, file, command, disk_free, port_free, weights_complete";
 
 using Keys = std::span<const std::string_view>;
 // Keys that DESIGN.md names but this version does not implement: they get a clear "not
@@ -53,18 +54,18 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kStepUnsu
     {"remove", "'remove' steps are not supported yet (use 'run')"},
     {"download", "'download' steps are not supported yet (use 'run')"},
 }};
-constexpr std::array<std::string_view, 7> kCheckKinds = {"run",     "http",      "tcp",      "file",
-                                                         "command", "disk_free", "port_free"};
+constexpr std::array<std::string_view, 8> kCheckKinds = {
+    "run", "http", "tcp", "file", "command", "disk_free", "port_free", "weights_complete"};
 constexpr std::array<std::string_view, 3> kRunOnlyKeys = {"output_matches", "version_at_least",
                                                           "env"};
-constexpr std::array<std::string_view, 14> kCheckKeys = {
-    "run",   "http",  "tcp",    "file",    "command",        "disk_free",        "port_free",
-    "after", "every", "within", "timeout", "output_matches", "version_at_least", "env"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kCheckUnsupported = {{
+constexpr std::array<std::string_view, 15> kCheckKeys = {
+    "run",     "http",           "tcp",          "file",   "command",
+    "disk_free", "port_free",    "weights_complete", "after", "every",
+    "within",  "timeout",        "output_matches", "version_at_least", "env"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kCheckUnsupported = {{
     {"service", "'service' checks are not supported yet"},
     {"process", "'process' checks are not supported yet"},
     {"gpus_free", "'gpus_free' checks are not supported yet"},
-    {"weights_complete", "'weights_complete' checks are not supported yet"},
     {"version", "'version' checks are not supported yet (use 'run' with 'version_at_least')"},
 }};
 constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "body", "status",
@@ -701,6 +702,13 @@ class PlanReader {
         check.at_least = SizeValue(*at_least).value_or(0);
       } else {
         Error(PosOf(v), "missing required key 'at_least' in 'disk_free'");
+      }
+    } else if (e.name == "weights_complete") {
+      check.kind = CheckKind::kWeightsComplete;
+      if (v.IsScalar()) {
+        check.path = NonEmptyString(e).value_or("");
+      } else {
+        Error(ValuePos(e), "'weights_complete' must be the path of a model directory");
       }
     } else if (e.name == "port_free") {
       check.kind = CheckKind::kPortFree;

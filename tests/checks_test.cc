@@ -340,6 +340,30 @@ TEST_CASE("tcp check connects or reports why not") {
   CHECK(Str(outcome.evidence.at("target")) == "127.0.0.1:" + std::to_string(check.port));
 }
 
+TEST_CASE("weights_complete check: a whole shard passes, a truncated one fails") {
+  asio::io_context ctx;
+  TempDir dir;
+  // One tensor of 8 bytes: 8 bytes of header length, the header, the data.
+  std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string length(8, '\0');
+  length[0] = static_cast<char>(header.size());
+  WriteFile(dir / "model.safetensors", length + header + std::string(8, 'x'));
+  Check check;
+  check.kind = CheckKind::kWeightsComplete;
+  check.path = dir.str();
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary == "weights_complete " + dir.str() + ": 1 shard complete (70B)");
+  CHECK(outcome.evidence.at("check") == "weights_complete");
+  CHECK(DescribeCheck(check) == "weights_complete " + dir.str());
+
+  WriteFile(dir / "model.safetensors", length + header + std::string(7, 'x'));
+  outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary == "weights_complete " + dir.str() +
+                               ": shard model.safetensors is truncated (69B of 70B)");
+}
+
 TEST_CASE("file check: exists, absent, min_size") {
   asio::io_context ctx;
   TempDir dir;

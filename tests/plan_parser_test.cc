@@ -608,10 +608,10 @@ steps:
   - id: a
     run: make
 )") ==
-      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free)
+      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete)
     http: http://127.0.0.1:8000/
     ^
-plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free)
+plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete)
   - every: 5s
     ^
 plan.yaml:6:5: error: 'every' needs 'within' (how long to keep trying)
@@ -629,7 +629,7 @@ plan.yaml:10:30: error: unknown key 'stauts' in 'http' (did you mean 'status'?)
 plan.yaml:12:5: error: 'output_matches' is only allowed in a 'run' check
     output_matches: x
     ^
-plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free
+plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free, weights_complete
   - gpus
     ^
 )");
@@ -973,4 +973,39 @@ plan.yaml:39:24: error: 'path' must not be empty
       progress: {path: '', stall_after: 10m}
                        ^
 )");
+}
+
+TEST_CASE("weights_complete checks take a model directory") {
+  ParseResult r = ParsePlan(R"(version: 1
+name: w
+vars:
+  dir: /models/kimi
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete: ${dir}
+        every: 30s
+        within: 8h
+      - weights_complete: {path: /x}
+)",
+                            "plan.yaml", {});
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].Format() ==
+        "plan.yaml:12:27: error: 'weights_complete' must be the path of a model directory\n"
+        "      - weights_complete: {path: /x}\n"
+        "                          ^");
+  r = ParsePlan(R"(version: 1
+name: w
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete: /models/kimi
+)",
+                "plan.yaml", {});
+  REQUIRE(r.plan);
+  const Check& check = r.plan->steps[0].verify[0];
+  CHECK(check.kind == CheckKind::kWeightsComplete);
+  CHECK(check.path == "/models/kimi");
 }

@@ -35,7 +35,7 @@ struct Command {
   }
 };
 
-enum class CheckKind { kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree };
+enum class CheckKind { kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree, kWeightsComplete };
 
 // A probe that passes or fails. The same kinds serve in preflight, verify and skip_if.
 // Only the fields of `kind` are meaningful.
@@ -60,7 +60,7 @@ struct Check {
   std::string host;                // tcp: host to connect to; port_free: address to bind
   int port = 0;
 
-  // file and disk_free: `path`; command: `name`
+  // file, disk_free and weights_complete: `path`; command: `name`
   std::string path;
   bool absent = false;             // file: pass when the path does not exist
   std::optional<std::uint64_t> min_size;

@@ -186,6 +186,80 @@ on_failure:
         self.assert_events_consistent(run, status)
 
 
+def write_shard(path, data_bytes):
+    """A safetensors file whose one tensor needs 8 bytes; `data_bytes` of them are written."""
+    header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + b"x" * data_bytes)
+
+
+FETCH = r"""
+import os, subprocess, sys
+d = sys.argv[1]
+os.makedirs(os.path.join(d, ".cache/huggingface/download"), exist_ok=True)
+header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+with open(os.path.join(d, "model.safetensors"), "wb") as f:
+    f.write(len(header).to_bytes(8, "little") + header + b"x" * 3)
+open(os.path.join(d, ".cache/huggingface/download/x.incomplete"), "w").close()
+# The rest arrives after the step's action has exited.
+subprocess.Popen([sys.executable, os.path.join(os.path.dirname(sys.argv[0]), "finish.py"), d],
+                 start_new_session=True)
+"""
+
+FINISH = r"""
+import os, sys, time
+d = sys.argv[1]
+time.sleep(0.5)
+with open(os.path.join(d, "model.safetensors"), "ab") as f:
+    f.write(b"x" * 5)
+os.remove(os.path.join(d, ".cache/huggingface/download/x.incomplete"))
+"""
+
+
+class WeightsCompleteTest(DaemonTestCase):
+    def test_verify_waits_for_whole_shards(self):
+        # The "download" leaves a truncated shard and an .incomplete file, and completes them
+        # after its action has exited; verify polls until the directory is whole.
+        plan = self.d.write_plan("weights.yaml", """\
+version: 1
+name: weights
+steps:
+  - id: fetch
+    run: [python3, '@DIR@/fetch.py', '@DIR@/model']
+    verify:
+      - weights_complete: '@DIR@/model'
+        every: 100ms
+        within: 30s
+""")
+        with open(plan.file("fetch.py"), "w") as f:
+            f.write(FETCH)
+        with open(plan.file("finish.py"), "w") as f:
+            f.write(FINISH)
+        run, _ = self.d.apply(plan, check=0)
+        step = self.d.step(run, "fetch")
+        self.assertEqual(step["state"], "succeeded")
+
+    def test_a_truncated_shard_fails_with_evidence(self):
+        plan = self.d.write_plan("truncated.yaml", """\
+version: 1
+name: truncated
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete: '@DIR@'
+""")
+        write_shard(plan.file("model-00001-of-00001.safetensors"), 7)
+        run, _ = self.d.apply(plan, check=1)
+        step = self.d.step(run, "fetch")
+        self.assertEqual(step["state"], "failed")
+        self.assertEqual(step["reason"],
+                         "verify failed: weights_complete %s: shard "
+                         "model-00001-of-00001.safetensors is truncated (69B of 70B)"
+                         % plan.work)
+        self.assertEqual(step["evidence"]["check"], "weights_complete %s" % plan.work)
+
+
 class PreflightTest(DaemonTestCase):
     def test_failed_preflight_stops_the_run_before_any_step(self):
         plan = self.d.write_plan("preflight.yaml", """\
