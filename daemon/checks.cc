@@ -560,17 +560,23 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
       co_return Outcome(check, false, "output does not match '" + check.output_matches + "'",
                         std::move(evidence));
   }
-  if (!check.version_at_least.empty()) {
+  if (!check.version_at_least.empty() || !check.version_below.empty()) {
     std::optional<std::string> version;
     for (std::string_view line : lines)
       if ((version = FindVersion(line))) break;
     if (!version) co_return Outcome(check, false, "no version in the output", std::move(evidence));
     evidence["version"] = *version;
-    if (CompareVersions(*version, check.version_at_least) < 0)
-      co_return Outcome(check, false, "version " + *version + " is below " + check.version_at_least,
+    const std::string& low = check.version_at_least;
+    const std::string& high = check.version_below;
+    if (!low.empty() && CompareVersions(*version, low) < 0)
+      co_return Outcome(check, false, "version " + *version + " is below " + low,
                         std::move(evidence));
-    co_return Outcome(check, true, "version " + *version + " >= " + check.version_at_least,
-                      std::move(evidence));
+    if (!high.empty() && CompareVersions(*version, high) >= 0)
+      co_return Outcome(check, false, "version " + *version + " is not below " + high,
+                        std::move(evidence));
+    std::string range = !low.empty() ? " >= " + low : "";
+    if (!high.empty()) range += (range.empty() ? " < " : ", < ") + high;
+    co_return Outcome(check, true, "version " + *version + range, std::move(evidence));
   }
   co_return Outcome(check, true, state->exit->ToString(), std::move(evidence));
 }
@@ -583,6 +589,7 @@ std::string DescribeCheck(const Check& check) {
     case CheckKind::kRun:
       if (!check.output_matches.empty()) text += " matches '" + check.output_matches + "'";
       if (!check.version_at_least.empty()) text += " version >= " + check.version_at_least;
+      if (!check.version_below.empty()) text += " version < " + check.version_below;
       break;
     case CheckKind::kHttp:
       if (check.status != 200) text += " status " + std::to_string(check.status);

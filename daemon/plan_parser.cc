@@ -56,12 +56,14 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kStepUnsu
 }};
 constexpr std::array<std::string_view, 8> kCheckKinds = {
     "run", "http", "tcp", "file", "command", "disk_free", "port_free", "weights_complete"};
-constexpr std::array<std::string_view, 3> kRunOnlyKeys = {"output_matches", "version_at_least",
+constexpr std::array<std::string_view, 4> kRunOnlyKeys = {"output_matches", "version_at_least",
+                                                          "version_below",
                                                           "env"};
-constexpr std::array<std::string_view, 15> kCheckKeys = {
-    "run",     "http",           "tcp",          "file",   "command",
-    "disk_free", "port_free",    "weights_complete", "after", "every",
-    "within",  "timeout",        "output_matches", "version_at_least", "env"};
+constexpr std::array<std::string_view, 16> kCheckKeys = {
+    "run",     "http",    "tcp",           "file",           "command",
+    "disk_free", "port_free", "weights_complete", "after",     "every",
+    "within",  "timeout", "output_matches", "version_at_least", "version_below",
+    "env"};
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kCheckUnsupported = {{
     {"service", "'service' checks are not supported yet"},
     {"process", "'process' checks are not supported yet"},
@@ -616,13 +618,13 @@ class PlanReader {
         Error(PosOf(e->key), Quoted(key) + " is only allowed in a 'run' check");
       } else if (key == "output_matches") {
         if (auto re = Regex(e->value, ValuePos(*e), key)) check.output_matches = *re;
-      } else if (key == "version_at_least") {
+      } else if (key == "version_at_least" || key == "version_below") {
         std::optional<std::string> v = String(*e);
         if (v && !IsVersion(*v)) {
           Error(ValuePos(*e),
                 "invalid version " + Quoted(*v) + " (expected e.g. 0.15.0 or 0.16.0rc2)");
         } else if (v) {
-          check.version_at_least = *v;
+          (key == "version_below" ? check.version_below : check.version_at_least) = *v;
         }
       } else {
         check.env = EnvMap(*e);

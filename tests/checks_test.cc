@@ -559,6 +559,28 @@ TEST_CASE("run check: version_at_least") {
   CHECK(outcome.summary == "run 'echo no version here': no version in the output");
 }
 
+TEST_CASE("run check: version_below bounds the version from above, in PEP 440 order") {
+  asio::io_context ctx;
+  Check check = RunCommandCheck("echo 0.16.0rc2.dev313");
+  check.version_at_least = "0.15";
+  check.version_below = "0.16.0";  // a pre-release of 0.16.0 is below it
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary == "run 'echo 0.16.0rc2.dev313': version 0.16.0rc2.dev313 >= 0.15, < 0.16.0");
+  CHECK(DescribeCheck(check) ==
+        "run 'echo 0.16.0rc2.dev313' version >= 0.15 version < 0.16.0");
+
+  check = RunCommandCheck("echo 0.16.0");
+  check.version_below = "0.16.0";
+  outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary == "run 'echo 0.16.0': version 0.16.0 is not below 0.16.0");
+  check.version_below = "0.17";
+  outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary == "run 'echo 0.16.0': version 0.16.0 < 0.17");
+}
+
 TEST_CASE("run check: timeout terminates the command") {
   asio::io_context ctx;
   Check check = RunCommandCheck("echo waiting; sleep 30");

@@ -1009,3 +1009,30 @@ steps:
   CHECK(check.kind == CheckKind::kWeightsComplete);
   CHECK(check.path == "/models/kimi");
 }
+
+TEST_CASE("version_below is a run check's upper bound, validated like version_at_least") {
+  ParseResult r = ParsePlan(R"(version: 1
+name: v
+steps:
+  - id: upgrade
+    run: 'true'
+    verify:
+      - run: vllm --version
+        version_at_least: 0.15.0
+        version_below: 0.17.0
+      - run: vllm --version
+        version_below: latest
+      - http: http://127.0.0.1:8000/version
+        version_below: 1.0
+)",
+                            "plan.yaml", {});
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].Format() ==
+        "plan.yaml:11:24: error: invalid version 'latest' (expected e.g. 0.15.0 or 0.16.0rc2)\n"
+        "        version_below: latest\n"
+        "                       ^");
+  CHECK(r.errors[1].Format() ==
+        "plan.yaml:13:9: error: 'version_below' is only allowed in a 'run' check\n"
+        "        version_below: 1.0\n"
+        "        ^");
+}

@@ -47,6 +47,7 @@ struct Check {
   Command command;
   std::string output_matches;    // ECMAScript regex searched in the output; empty = none
   std::string version_at_least;  // the first version-like token of the output must be >= this
+  std::string version_below;     // … and < this (PEP 440 order: 0.16.0rc2.dev313 < 0.16.0)
   std::map<std::string, std::string> env;
 
   // http

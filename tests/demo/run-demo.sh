@@ -11,9 +11,16 @@ mkdir -p "$dir/old"
 echo 'old model server' > "$dir/old/index.html"
 
 cleanup() {
-  [ -f "$dir/old-server.pid" ] && kill "$(cat "$dir/old-server.pid")" 2>/dev/null || true
-  [ -n "${new_pid:-}" ] && kill "$new_pid" 2>/dev/null || true
-  [ -n "${daemon_pid:-}" ] && kill -TERM "$daemon_pid" 2>/dev/null && wait "$daemon_pid" || true
+  set +e
+  [ -f "$dir/old-server.pid" ] && kill "$(cat "$dir/old-server.pid")" 2>/dev/null
+  if [ -n "${new_pid:-}" ] && kill "$new_pid" 2>/dev/null; then
+    # Its supervisor records the exit in the state directory: let it finish before removing it.
+    for _ in $(seq 50); do
+      grep -qs '"exited"' "$work"/state/logs/*/start-server.*.status && break
+      sleep 0.1
+    done
+  fi
+  [ -n "${daemon_pid:-}" ] && kill -TERM "$daemon_pid" 2>/dev/null && wait "$daemon_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
