@@ -87,7 +87,6 @@ Result<std::shared_ptr<BackgroundAction>> BackgroundAction::Start(asio::any_io_e
   options.wrapper =
       SupervisorCommand(supervisor_exe, self->status_file_, Absolute(options.log_path));
   options.log_path.clear();
-  options.detach = false;
   std::weak_ptr<BackgroundAction> weak = self;
   Result<std::shared_ptr<ChildProcess>> child = ChildProcess::Start(
       ex, options,

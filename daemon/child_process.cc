@@ -216,23 +216,13 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   impl.log_path = options.log_path;
   impl.log_cap = options.log_cap_bytes;
 
-  // The child's stdout and stderr: one pipe (so their lines keep their order), or for a
-  // detached child the log file itself.
-  int out_fd = -1;
-  int read_fd = -1;
-  if (options.detach) {
-    const std::string& target = options.log_path.empty() ? "/dev/null" : options.log_path;
-    out_fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (out_fd < 0)
-      return Status::Error("cannot open log " + target + ": " + ::strerror(errno));
-  } else {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) < 0)
-      return Status::Error(std::string("cannot create a pipe: ") + ::strerror(errno));
-    read_fd = fds[0];
-    out_fd = fds[1];
-    if (!options.log_path.empty()) impl.OpenLog();
-  }
+  // The child's stdout and stderr: one pipe, so that their lines keep their order.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0)
+    return Status::Error(std::string("cannot create a pipe: ") + ::strerror(errno));
+  int read_fd = fds[0];
+  int out_fd = fds[1];
+  if (!options.log_path.empty()) impl.OpenLog();
 
   std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
   if (!options.wrapper.empty()) {
@@ -251,7 +241,7 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
     }
   } catch (const std::exception& e) {
     ::close(out_fd);
-    if (read_fd >= 0) ::close(read_fd);
+    ::close(read_fd);
     std::string why = e.what();
     if (auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
     if (auto bracket = why.rfind(" ["); bracket != std::string::npos) why.resize(bracket);
@@ -261,12 +251,8 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   ::close(out_fd);
   child->pid_ = impl.proc.id();
 
-  if (read_fd >= 0) {
-    impl.pipe.assign(read_fd);
-    ReadOutput(child);
-  } else {
-    impl.eof = true;
-  }
+  impl.pipe.assign(read_fd);
+  ReadOutput(child);
 
   impl.proc.async_wait([child](boost::system::error_code ec, int) {
     Impl& impl = *child->impl_;

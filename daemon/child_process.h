@@ -1,11 +1,10 @@
 // ChildProcess: one action or probe command, started with Boost.Process v2 on the daemon's
 // io_context, in a session and process group of its own (pgid == pid).
 //
-// Foreground children: stdout and stderr share one pipe; each complete line is handed to
-// `on_line` as it arrives (and appended to `log_path` when given). `on_exit` is called exactly
-// once, after the child was reaped and the output it wrote before exiting was delivered.
-// Detached children (`detach`) write straight to `log_path` (so they outlive the daemon
-// without a broken pipe) and get no `on_line`.
+// Stdout and stderr share one pipe; each complete line is handed to `on_line` as it arrives
+// (and appended to `log_path` when given). `on_exit` is called exactly once, after the child
+// was reaped and the output it wrote before exiting was delivered. (A background action, which
+// must outlive the daemon, runs under a supervisor: background_action.h.)
 //
 // Everything happens on the io_context's one thread; callbacks are never invoked re-entrantly
 // from Start(). Destroying the object (or the daemon exiting) never kills the child: stopping
@@ -44,7 +43,6 @@ struct SpawnOptions {
   std::string cwd;                         // empty: the daemon's
   std::string log_path;                    // empty: output is not logged
   std::uint64_t log_cap_bytes = 64ull << 20;  // past this the log is rotated once (.1)
-  bool detach = false;
   // When set, the program is run through this command: the child executes
   // wrapper + {argv[0] resolved on PATH} + argv[1…] (a background action's supervisor). Errors
   // still name argv[0].

@@ -67,6 +67,14 @@ void PrintRun(const json::object& run) {
   std::fflush(stdout);
 }
 
+// Bad plans are refused here, before the daemon is involved: every problem goes to stderr.
+bool ValidLocally(const std::string& text, const std::string& path,
+                  const std::map<std::string, std::string>& vars) {
+  ParseResult parsed = ParsePlan(text, path, vars);
+  for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
+  return parsed.plan.has_value();
+}
+
 int Validate(const std::vector<std::string>& plans, const std::vector<std::string>& var_args) {
   auto vars = ParseVars(var_args);
   bool bad = false;
@@ -178,12 +186,7 @@ int main(int argc, char** argv) {
     if (*apply) {
       auto vars = ParseVars(var_args);
       std::string text = ReadPlan(plans[0]);
-      // Bad plans are refused here, before the daemon is involved.
-      ParseResult parsed = ParsePlan(text, plans[0], vars);
-      if (!parsed.plan) {
-        for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
-        return kExitUsage;
-      }
+      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
       Client client(socket_path);
       json::object vars_json;
       for (const auto& [k, v] : vars) vars_json[k] = v;
@@ -202,11 +205,7 @@ int main(int argc, char** argv) {
     if (*plan) {
       auto vars = ParseVars(var_args);
       std::string text = ReadPlan(plans[0]);
-      ParseResult parsed = ParsePlan(text, plans[0], vars);
-      if (!parsed.plan) {
-        for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
-        return kExitUsage;
-      }
+      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
       Client client(socket_path);
       return PlanDryRun(client, plans[0], text, vars, json_out);
     }

@@ -547,6 +547,16 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
   }
 }
 
+// The attempt failed before its action could start (it cannot be started, say). Posted: the
+// caller is still carrying out the effects of the transition that fired it.
+void RunManager::FailSoon(const std::string& run_id, size_t index, int gen, std::string reason) {
+  asio::post(ex_, [this, run_id, index, gen, reason = std::move(reason)] {
+    EventInfo info;
+    info.reason = reason;
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+  });
+}
+
 void RunManager::StartAction(ActiveRun& run, size_t index) {
   LiveStep& live = run.live[index];
   const Step& def = *live.def;
@@ -607,11 +617,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   Result<std::shared_ptr<ChildProcess>> child =
       ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit_counted));
   if (!child.ok()) {
-    EventInfo info;
-    info.reason = child.status().message();
-    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
-      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
-    });
+    FailSoon(run_id, index, gen, child.status().message());
     return;
   }
   live.child = child.value();
@@ -750,11 +756,7 @@ void RunManager::StartBackground(ActiveRun& run, size_t index, int gen) {
       BackgroundActionInfo::FromJson(run.record.steps[index].action);
   if (!intent) {
     // Dispatch commits the intent with the fire; without it nothing may start.
-    EventInfo info;
-    info.reason = "internal error: the background action's record was not committed";
-    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
-      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
-    });
+    FailSoon(run_id, index, gen, "internal error: the background action's record was not committed");
     return;
   }
   SpawnOptions options;
@@ -779,11 +781,7 @@ void RunManager::StartBackground(ActiveRun& run, size_t index, int gen) {
   Result<std::shared_ptr<BackgroundAction>> started = BackgroundAction::Start(
       ex_, options, options_.supervisor_exe, intent->status_file, std::move(handlers));
   if (!started.ok()) {
-    EventInfo info;
-    info.reason = started.status().message();
-    asio::post(ex_, [this, run_id, index, gen, info = std::move(info)]() mutable {
-      Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
-    });
+    FailSoon(run_id, index, gen, started.status().message());
     return;
   }
   live.background = std::move(started.value());

@@ -117,6 +117,7 @@ class RunManager {
   void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info,
                 Source source, int generation);
   void StartAction(ActiveRun& run, size_t index);
+  void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
   void StopAction(ActiveRun& run, size_t index);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);

@@ -147,20 +147,3 @@ TEST_CASE("output goes to the log file, rotated once past its cap") {
   std::remove(log.c_str());
   ::rmdir(dir);
 }
-
-TEST_CASE("a detached child writes straight to its log and keeps running") {
-  char dir[] = "/tmp/deployd-child-XXXXXX";
-  REQUIRE(::mkdtemp(dir));
-  std::string log = std::string(dir) + "/bg.log";
-  SpawnOptions o;
-  o.argv = {"/bin/sh", "-c", "echo hello; exit 4"};
-  o.log_path = log;
-  o.detach = true;
-  Ran ran = RunToEnd(o);
-  REQUIRE(ran.exit.has_value());
-  CHECK(ran.exit->code == 4);
-  CHECK(ran.lines.empty());
-  CHECK(ReadFile(log) == "hello\n");
-  std::remove(log.c_str());
-  ::rmdir(dir);
-}
