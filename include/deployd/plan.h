@@ -35,7 +35,26 @@ struct Command {
   }
 };
 
-enum class CheckKind { kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree, kWeightsComplete };
+enum class CheckKind {
+  kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree, kWeightsComplete,
+  kService, kProcess, kGpusFree,
+};
+
+// `http` JSON expectation: the value(s) at a dotted path ("data.*.id"; `*` fans out over an
+// array's elements or an object's members, a number indexes an array) must equal `value`, or
+// contain it (a substring of a string, an element of an array). Passes when any selected value
+// does.
+struct JsonExpectation {
+  std::string path;
+  enum class Op { kEquals, kContains } op = Op::kEquals;
+  std::string value;  // compared with a string as is, with a number/bool by its JSON text
+};
+
+// Which GPUs, and how much memory each may still show as used (the driver reserves some).
+struct GpuSelection {
+  std::vector<int> gpus;  // indices in PCI bus order (nvidia-smi's); empty = every GPU
+  std::uint64_t max_used = 1ull << 30;
+};
 
 // A probe that passes or fails. The same kinds serve in preflight, verify and skip_if.
 // Only the fields of `kind` are meaningful.
@@ -56,6 +75,7 @@ struct Check {
   std::string body;                // JSON text sent with POST (content-type application/json)
   int status = 200;                // expected status code
   std::string body_contains;       // substring the body must contain; empty = none
+  std::vector<JsonExpectation> json;  // the body parsed as JSON must meet each
 
   // tcp and port_free
   std::string host;                // tcp: host to connect to; port_free: address to bind
@@ -67,6 +87,21 @@ struct Check {
   std::optional<std::uint64_t> min_size;
   std::string name;
   std::uint64_t at_least = 0;      // disk_free: bytes available to unprivileged users
+  std::vector<std::string> alternatives;  // command: other names that will do (huggingface-cli)
+  std::map<std::string, std::string> sha256;  // weights_complete: file (relative) -> hex digest
+
+  // service: the unit's state ("started": active and running; "stopped": inactive or failed,
+  // and no process left in its cgroup), and whether it is enabled when given.
+  std::string unit;
+  std::string unit_state = "started";
+  std::optional<bool> enabled;
+
+  // process: processes whose command line or title (VLLM::Worker_TP0) matches `match` exist
+  // (or, with `absent`, none does). Uses `match` and `absent`.
+  std::string match;
+
+  // gpus_free
+  GpuSelection gpu;
 
   // Timing (DESIGN.md §1 "Verify"): wait `after`, then try every `every` until it passes or
   // `within` has elapsed since the first try. Without `within` the check is tried once.
@@ -79,6 +114,7 @@ struct Check {
 struct FailPattern {
   std::string pattern;  // ECMAScript regex; a leading "(?i)" makes it case-insensitive
   SourcePos pos;
+  std::string explanation;  // from a named set (`fail_on: vllm`): what the line means
 };
 
 // What a stalled step does: fail at once, or stop its process group and fire the action again
@@ -101,11 +137,80 @@ struct Watch {
   OnStall on_stall = OnStall::kFail;
 };
 
+// The built-in actions (DESIGN.md §1 "Action"). Each is idempotent: firing it again after an
+// interruption converges to the same state. They run in a child process (deployd --action),
+// never on the daemon's thread.
+enum class ActionKind { kRun, kApproval, kService, kKill, kGpusFree, kRemove, kDownload };
+
+// `service`: a systemd unit brought to a state. With `exec` deployd writes the unit file
+// itself (vLLM-safe defaults) before `daemon-reload`.
+struct ServiceAction {
+  std::string unit;                 // "kimi.service"
+  std::string state;                // started | stopped | restarted | "" (leave running state)
+  std::optional<bool> enabled;
+  std::vector<std::string> exec;    // ExecStart argv; empty = the unit file exists already
+  std::map<std::string, std::string> environment;  // added to the defaults
+  std::string user;
+  std::string working_directory;
+  std::string description;
+  Duration stop_timeout{std::chrono::seconds(120)};  // TimeoutStopSec
+  Duration start_timeout{std::chrono::seconds(90)};  // bound on systemctl start itself
+};
+
+// `kill`: processes whose command line or title matches, with their process groups;
+// SIGTERM, `grace`, SIGKILL, proven gone.
+struct KillAction {
+  std::string match;  // ECMAScript regex
+  Duration grace{std::chrono::seconds(10)};
+  bool whole_groups = true;
+};
+
+// `gpus_free`: the listed GPUs have no compute process and little memory used, on every read
+// for `stable_for`; with `kill`, the processes holding them are stopped first as `kill` does.
+struct GpusFreeAction {
+  GpuSelection gpu;
+  Duration stable_for{std::chrono::seconds(5)};
+  Duration every{std::chrono::seconds(1)};     // how often the GPU state is read
+  Duration within{std::chrono::minutes(2)};    // give up after this
+  bool kill = false;
+  Duration grace{std::chrono::seconds(30)};
+};
+
+// `remove`: a guarded delete of one path (guarded_remove.h).
+struct RemoveAction {
+  std::string path;
+};
+
+// `download`: a Hugging Face repository into `to` with `hf download` (or `huggingface-cli`).
+struct DownloadAction {
+  std::string repo;
+  std::string to;
+  std::string revision;
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
+  std::optional<std::uint64_t> size;  // expected total: ETA and the preflight disk check
+};
+
+// `secrets:` entry: where a value is read at fire time. Never stored, never logged.
+struct SecretSource {
+  std::string name;  // the child's environment variable
+  std::string file;  // absolute path, not readable by others; or
+  std::string env;   // a variable of deployd's environment
+  SourcePos pos;
+};
+
 struct Step {
   std::string id;  // unique in the plan, [a-z0-9_-]+
   SourcePos pos;
 
+  ActionKind kind = ActionKind::kRun;
   Command run;
+  ServiceAction service;
+  KillAction kill;
+  GpusFreeAction gpus_free;
+  RemoveAction remove;
+  DownloadAction download;
+  std::vector<std::string> secrets;  // names from the plan's `secrets:` this step's child gets
   // Set for an approval step: instead of running a command the step waits (state `waiting`)
   // until `deployctl approve`; this message tells the operator what to check first.
   std::optional<std::string> approval;
@@ -129,6 +234,7 @@ struct Plan {
   std::string name;
   std::string description;
   std::map<std::string, std::string> vars;  // final values, after --var overrides
+  std::vector<SecretSource> secrets;
   std::vector<Check> preflight;
   std::vector<Step> steps;
   std::vector<Step> on_failure;
