@@ -69,6 +69,12 @@ std::string_view KindName(CheckKind kind) {
       return "port_free";
     case CheckKind::kWeightsComplete:
       return "weights_complete";
+    case CheckKind::kService:
+      return "service";
+    case CheckKind::kProcess:
+      return "process";
+    case CheckKind::kGpusFree:
+      return "gpus_free";
   }
   return "check";
 }
@@ -118,6 +124,8 @@ std::string TcpHost(const Check& check) { return check.host.empty() ? "127.0.0.1
 std::string BindHost(const Check& check) { return check.host.empty() ? "0.0.0.0" : check.host; }
 
 // What a summary starts with: the kind and its object, without the expectation.
+std::string Target(const Check& check);
+
 std::string Subject(const Check& check) {
   std::string kind(KindName(check.kind));
   switch (check.kind) {
@@ -135,6 +143,10 @@ std::string Subject(const Check& check) {
       return kind + " " + check.name;
     case CheckKind::kPortFree:
       return kind + " " + HostPort(BindHost(check), check.port);
+    case CheckKind::kService:
+    case CheckKind::kProcess:
+    case CheckKind::kGpusFree:
+      return kind + " " + Target(check);
   }
   return kind;
 }
@@ -155,6 +167,16 @@ std::string Target(const Check& check) {
       return check.name;
     case CheckKind::kPortFree:
       return HostPort(BindHost(check), check.port);
+    case CheckKind::kService:
+      return check.unit;
+    case CheckKind::kProcess:
+      return "'" + check.match + "'";
+    case CheckKind::kGpusFree: {
+      if (check.gpu.gpus.empty()) return "all";
+      std::string list;
+      for (int gpu : check.gpu.gpus) list += (list.empty() ? "" : ",") + std::to_string(gpu);
+      return list;
+    }
   }
   return "";
 }
@@ -605,6 +627,16 @@ std::string DescribeCheck(const Check& check) {
     case CheckKind::kDiskFree:
       text += " >= " + FormatSize(check.at_least);
       break;
+    case CheckKind::kService:
+      text += " " + check.unit_state;
+      if (check.enabled) text += *check.enabled ? ", enabled" : ", disabled";
+      break;
+    case CheckKind::kProcess:
+      text += check.absent ? " absent" : " present";
+      break;
+    case CheckKind::kGpusFree:
+      text += " (max used " + FormatSize(check.gpu.max_used) + ")";
+      break;
     case CheckKind::kTcp:
     case CheckKind::kCommand:
     case CheckKind::kPortFree:
@@ -641,6 +673,11 @@ asio::awaitable<CheckOutcome> ProbeOnce(const Check& check) {
       break;
     case CheckKind::kWeightsComplete:
       outcome = ProbeWeights(check);
+      break;
+    case CheckKind::kService:
+    case CheckKind::kProcess:
+    case CheckKind::kGpusFree:
+      outcome = Outcome(check, false, "not available in this build", BaseEvidence(check));
       break;
   }
   // A network probe that was cancelled returns an error like any other; it must not pass for

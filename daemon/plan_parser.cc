@@ -1036,7 +1036,7 @@ class PlanReader {
     if (!fail_on) return;
     auto add = [&](const YAML::Node& node, SourcePos pos) {
       if (std::optional<std::string> re = Regex(node, pos, "fail_on"))
-        watch.fail_on.push_back(FailPattern{*re, pos});
+        watch.fail_on.push_back(FailPattern{*re, pos, ""});
     };
     if (fail_on->value.IsScalar()) {
       add(fail_on->value, ValuePos(*fail_on));
