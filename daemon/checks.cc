@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -318,33 +319,64 @@ CheckOutcome ProbeCommand(const Check& check) {
     evidence["error"] = "not an executable file";
     return Outcome(check, false, "not an executable file", std::move(evidence));
   }
-  // The same search execvp does, so that a pass means a `run` step can start it.
+  // The same search execvp does, so that a pass means a `run` step can start it. Alternatives
+  // (huggingface-cli for hf) are tried in order after the name.
   const char* env_path = std::getenv("PATH");
   std::string path_list = env_path ? env_path : "/bin:/usr/bin";
   json::array searched;
-  size_t start = 0;
-  while (true) {
-    size_t colon = path_list.find(':', start);
-    std::string dir = path_list.substr(start, colon == std::string::npos ? colon : colon - start);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + check.name;
-    if (IsExecutableFile(candidate)) {
-      evidence["path"] = candidate;
-      return Outcome(check, true, candidate, std::move(evidence));
+  std::vector<std::string> names = {check.name};
+  names.insert(names.end(), check.alternatives.begin(), check.alternatives.end());
+  for (const std::string& name : names) {
+    size_t start = 0;
+    while (true) {
+      size_t colon = path_list.find(':', start);
+      std::string dir = path_list.substr(start, colon == std::string::npos ? colon : colon - start);
+      if (dir.empty()) dir = ".";
+      std::string candidate = dir + "/" + name;
+      if (IsExecutableFile(candidate)) {
+        evidence["path"] = candidate;
+        return Outcome(check, true, candidate, std::move(evidence));
+      }
+      if (name == check.name) searched.push_back(json::value(dir));
+      if (colon == std::string::npos) break;
+      start = colon + 1;
     }
-    searched.push_back(json::value(dir));
-    if (colon == std::string::npos) break;
-    start = colon + 1;
   }
-  evidence["error"] = "not found on PATH";
+  std::string message = "not found on PATH";
+  if (!check.alternatives.empty()) {
+    message = "neither " + check.name;
+    for (const std::string& name : check.alternatives) message += " nor " + name;
+    message += " is on PATH";
+  }
+  evidence["error"] = message;
   evidence["searched"] = std::move(searched);
-  return Outcome(check, false, "not found on PATH", std::move(evidence));
+  return Outcome(check, false, message, std::move(evidence));
+}
+
+// Bytes of the regular files under `path` (not following symlinks); 0 when it does not exist.
+std::uint64_t BytesUnder(const std::string& path) {
+  std::error_code ec;
+  std::uint64_t total = 0;
+  namespace fs = std::filesystem;
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) total += it->file_size(size_ec);
+  }
+  return total;
 }
 
 CheckOutcome ProbeDiskFree(const Check& check) {
   json::object evidence = BaseEvidence(check);
+  // A destination that does not exist yet is measured where it will be created.
+  std::filesystem::path where = check.path;
+  std::error_code ec;
+  while (!std::filesystem::exists(where, ec) && where.has_parent_path() &&
+         where != where.parent_path())
+    where = where.parent_path();
+  if (where != std::filesystem::path(check.path)) evidence["measured_at"] = where.string();
   struct statvfs vfs;
-  if (::statvfs(check.path.c_str(), &vfs) != 0) {
+  if (::statvfs(where.c_str(), &vfs) != 0) {
     std::string message = std::strerror(errno);
     evidence["error"] = message;
     return Outcome(check, false, message, std::move(evidence));
@@ -355,7 +387,15 @@ CheckOutcome ProbeDiskFree(const Check& check) {
   evidence["free"] = FormatSize(free_bytes);
   evidence["required"] = FormatSize(check.at_least);
   std::string detail = FormatSize(free_bytes) + " free, " + FormatSize(check.at_least) + " required";
-  return Outcome(check, free_bytes >= check.at_least, detail, std::move(evidence));
+  std::uint64_t available = free_bytes;
+  if (check.credit_existing) {
+    // A resumed download needs only what is still missing.
+    std::uint64_t present = BytesUnder(check.path);
+    available += present;
+    evidence["present_bytes"] = present;
+    if (present > 0) detail += " (" + FormatSize(present) + " already there)";
+  }
+  return Outcome(check, available >= check.at_least, detail, std::move(evidence));
 }
 
 // ---- port_free

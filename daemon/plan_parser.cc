@@ -17,11 +17,14 @@
 #include <exception>
 #include <limits>
 #include <regex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "fail_on_sets.h"
 
 namespace deployd {
 namespace {
@@ -29,49 +32,59 @@ namespace {
 constexpr std::string_view kDurationHint = "(expected e.g. 500ms, 15s, 10m, 8h)";
 constexpr std::string_view kSizeHint = "(expected e.g. 512MiB, 600GiB, 1GB)";
 constexpr std::string_view kKindList =
-    "run, http, tcp, file, command, disk_free, port_free, weights_complete";
+    "run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, "
+    "gpus_free, version";
+constexpr std::string_view kActionList =
+    "run, approval, service, kill, gpus_free, remove, download";
 
 using Keys = std::span<const std::string_view>;
-// Keys that DESIGN.md names but this version does not implement: they get a clear "not
-// supported yet" instead of "unknown key".
-using Unsupported = std::span<const std::pair<std::string_view, std::string_view>>;
 
-constexpr std::array<std::string_view, 7> kTopKeys = {"version",   "name",  "description", "vars",
-                                                      "preflight", "steps", "on_failure"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kTopUnsupported = {{
-    {"secrets", "'secrets' is not supported yet"},
-}};
-constexpr std::array<std::string_view, 14> kStepKeys = {
-    "id",    "run",     "approval",    "background", "env",     "cwd",   "timeout",
-    "grace", "retries", "retry_delay", "verify",     "skip_if", "watch", "idempotent"};
+constexpr std::array<std::string_view, 8> kTopKeys = {
+    "version", "name", "description", "vars", "secrets", "preflight", "steps", "on_failure"};
+constexpr std::array<std::string_view, 7> kActionKeys = {
+    "run", "approval", "service", "kill", "gpus_free", "remove", "download"};
+constexpr std::array<std::string_view, 20> kStepKeys = {
+    "id",      "run",         "approval", "service",   "kill",    "gpus_free", "remove",
+    "download", "background", "env",      "cwd",       "timeout", "grace",     "retries",
+    "retry_delay", "verify",  "skip_if",  "watch",     "idempotent", "secrets"};
 // Keys about a command and its process, which an approval step does not have.
-constexpr std::array<std::string_view, 7> kCommandOnlyStepKeys = {
-    "background", "env", "cwd", "timeout", "grace", "watch", "idempotent"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kStepUnsupported = {{
-    {"service", "'service' steps are not supported yet (use 'run')"},
-    {"kill", "'kill' steps are not supported yet (use 'run')"},
-    {"gpus_free", "'gpus_free' steps are not supported yet (use 'run')"},
-    {"remove", "'remove' steps are not supported yet (use 'run')"},
-    {"download", "'download' steps are not supported yet (use 'run')"},
-}};
-constexpr std::array<std::string_view, 8> kCheckKinds = {
-    "run", "http", "tcp", "file", "command", "disk_free", "port_free", "weights_complete"};
+constexpr std::array<std::string_view, 8> kCommandOnlyStepKeys = {
+    "background", "env", "cwd", "timeout", "grace", "watch", "idempotent", "secrets"};
+// Keys only a `run` step has: built-in actions choose these themselves.
+constexpr std::array<std::string_view, 3> kRunOnlyStepKeys = {"background", "cwd", "idempotent"};
+constexpr std::array<std::string_view, 12> kCheckKinds = {
+    "run",       "http",    "tcp",     "file",      "command", "disk_free",
+    "port_free", "weights_complete", "service", "process", "gpus_free", "version"};
 constexpr std::array<std::string_view, 4> kRunOnlyKeys = {"output_matches", "version_at_least",
                                                           "version_below",
                                                           "env"};
-constexpr std::array<std::string_view, 16> kCheckKeys = {
+constexpr std::array<std::string_view, 20> kCheckKeys = {
     "run",     "http",    "tcp",           "file",           "command",
-    "disk_free", "port_free", "weights_complete", "after",     "every",
+    "disk_free", "port_free", "weights_complete", "service", "process",
+    "gpus_free", "version", "after",     "every",
     "within",  "timeout", "output_matches", "version_at_least", "version_below",
     "env"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kCheckUnsupported = {{
-    {"service", "'service' checks are not supported yet"},
-    {"process", "'process' checks are not supported yet"},
-    {"gpus_free", "'gpus_free' checks are not supported yet"},
-    {"version", "'version' checks are not supported yet (use 'run' with 'version_at_least')"},
-}};
-constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "body", "status",
-                                                       "body_contains"};
+constexpr std::array<std::string_view, 6> kHttpKeys = {"url",    "method",        "body",
+                                                       "status", "body_contains", "json"};
+constexpr std::array<std::string_view, 3> kJsonKeys = {"path", "equals", "contains"};
+constexpr std::array<std::string_view, 9> kServiceKeys = {
+    "unit", "state", "enabled", "exec", "environment", "user", "working_directory",
+    "description", "stop_timeout"};
+constexpr std::array<std::string_view, 3> kServiceCheckKeys = {"unit", "state", "enabled"};
+constexpr std::array<std::string_view, 3> kKillKeys = {"match", "grace", "whole_groups"};
+constexpr std::array<std::string_view, 2> kProcessKeys = {"match", "absent"};
+constexpr std::array<std::string_view, 7> kGpusFreeKeys = {
+    "gpus", "max_used", "stable_for", "every", "within", "kill", "grace"};
+constexpr std::array<std::string_view, 2> kGpusCheckKeys = {"gpus", "max_used"};
+constexpr std::array<std::string_view, 1> kRemoveKeys = {"path"};
+constexpr std::array<std::string_view, 6> kDownloadKeys = {"repo",    "to",      "revision",
+                                                           "include", "exclude", "size"};
+constexpr std::array<std::string_view, 4> kVersionKeys = {"run", "command", "at_least", "below"};
+constexpr std::array<std::string_view, 2> kWeightsKeys = {"path", "sha256"};
+constexpr std::array<std::string_view, 2> kSecretKeys = {"file", "env"};
+// A download that makes no progress for this long is restarted (downloads resume).
+constexpr Duration kDownloadStallAfter = std::chrono::minutes(10);
+constexpr int kDownloadRetries = 3;
 constexpr std::array<std::string_view, 2> kTcpKeys = {"host", "port"};
 constexpr std::array<std::string_view, 3> kFileKeys = {"path", "absent", "min_size"};
 constexpr std::array<std::string_view, 2> kDiskFreeKeys = {"path", "at_least"};
@@ -283,16 +296,10 @@ class PlanReader {
   }
 
   // `context` ends the unknown-key message ("in step 'build'"); empty means the top level.
-  Fields ReadMap(const YAML::Node& map, Keys known, std::string_view context,
-                 Unsupported unsupported = {}) {
+  Fields ReadMap(const YAML::Node& map, Keys known, std::string_view context) {
     Fields fields;
     for (Entry& e : Entries(map)) {
-      auto match = [&](const auto& u) { return u.first == e.name; };
-      if (auto u = std::find_if(unsupported.begin(), unsupported.end(), match);
-          u != unsupported.end()) {
-        Error(PosOf(e.key), std::string(u->second));
-        fields.had_unsupported = true;
-      } else if (std::find(known.begin(), known.end(), e.name) == known.end()) {
+      if (std::find(known.begin(), known.end(), e.name) == known.end()) {
         std::string what = context.empty()
                                ? "unknown top-level key " + Quoted(e.name)
                                : "unknown key " + Quoted(e.name) + " " + std::string(context);
@@ -589,8 +596,7 @@ class PlanReader {
         kind = key.Scalar();
     }
     Fields fields =
-        ReadMap(node, kCheckKeys, kind.empty() ? "in check" : "in " + Quoted(kind) + " check",
-                kCheckUnsupported);
+        ReadMap(node, kCheckKeys, kind.empty() ? "in check" : "in " + Quoted(kind) + " check");
     std::vector<const Entry*> kinds;
     for (const Entry& e : fields.entries) {
       if (std::find(kCheckKinds.begin(), kCheckKinds.end(), e.name) != kCheckKinds.end())
@@ -599,9 +605,8 @@ class PlanReader {
     Check check;
     check.pos = PosOf(node);
     if (kinds.empty()) {
-      if (!fields.had_unsupported)
-        Error(check.pos,
-              "check has no kind (expected exactly one of: " + std::string(kKindList) + ")");
+      Error(check.pos,
+            "check has no kind (expected exactly one of: " + std::string(kKindList) + ")");
     } else {
       if (kinds.size() > 1) {
         Error(PosOf(kinds[1]->key), "check has more than one kind, " + Quoted(kinds[0]->name) +
@@ -709,9 +714,102 @@ class PlanReader {
       check.kind = CheckKind::kWeightsComplete;
       if (v.IsScalar()) {
         check.path = NonEmptyString(e).value_or("");
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kWeightsKeys, "in 'weights_complete'");
+        if (const Entry* path = f.Get("path")) {
+          check.path = NonEmptyString(*path).value_or("");
+        } else {
+          Error(PosOf(v), "missing required key 'path' in 'weights_complete'");
+        }
+        if (const Entry* sha = f.Get("sha256")) ReadDigests(*sha, check);
       } else {
-        Error(ValuePos(e), "'weights_complete' must be the path of a model directory");
+        Error(ValuePos(e), "'weights_complete' must be the path of a model directory or a map "
+                           "with 'path' (and 'sha256')");
       }
+    } else if (e.name == "service") {
+      check.kind = CheckKind::kService;
+      if (v.IsScalar()) {
+        check.unit = UnitName(e).value_or("");
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kServiceCheckKeys, "in 'service' check");
+        if (const Entry* u = f.Get("unit")) {
+          check.unit = UnitName(*u).value_or("");
+        } else {
+          Error(PosOf(v), "missing required key 'unit' in 'service'");
+        }
+        if (const Entry* st = f.Get("state")) {
+          std::optional<std::string> state = String(*st);
+          if (state == "started" || state == "stopped") {
+            check.unit_state = *state;
+          } else if (state) {
+            Error(ValuePos(*st), "'state' of a 'service' check must be started or stopped, not " +
+                                     Quoted(*state));
+          }
+        }
+        if (const Entry* en = f.Get("enabled")) check.enabled = Bool(*en);
+      } else {
+        Error(ValuePos(e), "'service' must be a unit name or a map with 'unit'");
+      }
+    } else if (e.name == "process") {
+      check.kind = CheckKind::kProcess;
+      if (v.IsScalar()) {
+        if (auto re = Regex(v, ValuePos(e), "process")) check.match = *re;
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kProcessKeys, "in 'process'");
+        if (const Entry* m = f.Get("match")) {
+          if (auto re = Regex(m->value, ValuePos(*m), "match")) check.match = *re;
+        } else {
+          Error(PosOf(v), "missing required key 'match' in 'process'");
+        }
+        if (const Entry* a = f.Get("absent")) check.absent = Bool(*a).value_or(false);
+      } else {
+        Error(ValuePos(e), "'process' must be a pattern or a map with 'match'");
+      }
+    } else if (e.name == "gpus_free") {
+      check.kind = CheckKind::kGpusFree;
+      if (v.IsMap()) {
+        Fields f = ReadMap(v, kGpusCheckKeys, "in 'gpus_free' check");
+        ReadGpuSelection(f, check.gpu);
+      } else if (!v.IsNull()) {
+        Error(ValuePos(e), "'gpus_free' must be a map (e.g. {gpus: [0, 1], max_used: 1GiB})");
+      }
+    } else if (e.name == "version") {
+      // A run check that compares the first version in the output.
+      check.kind = CheckKind::kRun;
+      if (!v.IsMap()) {
+        Error(ValuePos(e), "'version' must be a map with 'command' or 'run', and 'at_least' or "
+                           "'below'");
+        return;
+      }
+      Fields f = ReadMap(v, kVersionKeys, "in 'version'");
+      const Entry* run = f.Get("run");
+      const Entry* command = f.Get("command");
+      if (run && command) {
+        Error(PosOf(command->key), "'version' takes 'command' or 'run', not both");
+      } else if (run) {
+        if (std::optional<Command> c = CommandValue(*run)) check.command = *c;
+      } else if (command) {
+        std::optional<std::string> name = NonEmptyString(*command);
+        if (name && name->find_first_of(" \t\n") != std::string::npos) {
+          Error(ValuePos(*command), "'command' must be a program name (its --version is asked)");
+        } else if (name) {
+          check.command.argv = {*name, "--version"};
+        }
+      } else {
+        Error(PosOf(v), "missing required key 'command' or 'run' in 'version'");
+      }
+      for (const char* key : {"at_least", "below"}) {
+        const Entry* x = f.Get(key);
+        if (!x) continue;
+        std::optional<std::string> ver = String(*x);
+        if (ver && !IsVersion(*ver)) {
+          Error(ValuePos(*x), "invalid version " + Quoted(*ver) + " (expected e.g. 0.15.0 or 0.16.0rc2)");
+        } else if (ver) {
+          (std::string_view(key) == "below" ? check.version_below : check.version_at_least) = *ver;
+        }
+      }
+      if (!f.Get("at_least") && !f.Get("below"))
+        Error(PosOf(v), "'version' needs 'at_least' or 'below'");
     } else if (e.name == "port_free") {
       check.kind = CheckKind::kPortFree;
       check.host = "0.0.0.0";
@@ -797,6 +895,77 @@ class PlanReader {
       check.status = static_cast<int>(Integer(*status, 100, 599).value_or(200));
     if (const Entry* contains = f.Get("body_contains"))
       check.body_contains = String(*contains).value_or("");
+    if (const Entry* json = f.Get("json")) ReadJsonExpectations(*json, check);
+  }
+
+  // json: [{path: data.*.id, contains: /models/kimi}, {path: object, equals: list}]
+  void ReadJsonExpectations(const Entry& e, Check& check) {
+    const YAML::Node& v = e.value;
+    if (!v.IsSequence() && !v.IsMap()) {
+      Error(ValuePos(e), "'json' must be a list of {path, equals|contains}");
+      return;
+    }
+    std::vector<YAML::Node> items;
+    if (v.IsMap()) {
+      items.push_back(v);
+    } else {
+      for (auto it = v.begin(); it != v.end(); ++it) items.push_back(*it);
+    }
+    for (const YAML::Node& item : items) {
+      if (!item.IsMap()) {
+        Error(PosOf(item), "each 'json' expectation must be a map {path, equals|contains}");
+        continue;
+      }
+      Fields f = ReadMap(item, kJsonKeys, "in 'json'");
+      JsonExpectation x;
+      if (const Entry* path = f.Get("path")) {
+        x.path = NonEmptyString(*path).value_or("");
+      } else {
+        Error(PosOf(item), "missing required key 'path' in 'json'");
+      }
+      const Entry* equals = f.Get("equals");
+      const Entry* contains = f.Get("contains");
+      if (equals && contains) {
+        Error(PosOf(contains->key), "a 'json' expectation takes 'equals' or 'contains', not both");
+      } else if (equals || contains) {
+        const Entry* which = equals ? equals : contains;
+        x.op = equals ? JsonExpectation::Op::kEquals : JsonExpectation::Op::kContains;
+        if (!which->value.IsScalar()) {
+          Error(ValuePos(*which), Quoted(which->name) + " must be a string, a number or a boolean");
+        } else {
+          x.value = String(*which).value_or("");
+        }
+      } else {
+        Error(PosOf(item), "a 'json' expectation needs 'equals' or 'contains'");
+      }
+      check.json.push_back(std::move(x));
+    }
+  }
+
+  // sha256: {model-00001-of-00064.safetensors: 64 hex digits, …}
+  void ReadDigests(const Entry& e, Check& check) {
+    if (!e.value.IsMap()) {
+      Error(ValuePos(e), "'sha256' must be a map of file names to hex digests");
+      return;
+    }
+    for (const Entry& file : Entries(e.value)) {
+      std::optional<std::string> digest = String(file);
+      if (!digest) continue;
+      bool hex = digest->size() == 64 && std::all_of(digest->begin(), digest->end(), [](char c) {
+                   return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+                 });
+      if (!hex) {
+        Error(ValuePos(file), "invalid sha256 digest for " + Quoted(file.name) + " (expected 64 hex digits)");
+        continue;
+      }
+      if (file.name.starts_with("/") || file.name.find("..") != std::string::npos) {
+        Error(PosOf(file.key), "sha256 file names are relative to the model directory, not " + Quoted(file.name));
+        continue;
+      }
+      std::string lower = *digest;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      check.sha256[file.name] = lower;
+    }
   }
 
   void CheckUrl(const std::string& url, SourcePos pos, Check& check) {
@@ -881,7 +1050,7 @@ class PlanReader {
         break;
       }
     }
-    Fields f = ReadMap(node, kStepKeys, "in " + label, kStepUnsupported);
+    Fields f = ReadMap(node, kStepKeys, "in " + label);
     Step step;
     step.pos = PosOf(node);
     if (const Entry* e = f.Get("id")) {
@@ -900,22 +1069,33 @@ class PlanReader {
     } else {
       Error(step.pos, "missing required key 'id' in " + label);
     }
-    const Entry* approval = f.Get("approval");
-    if (const Entry* e = f.Get("run")) {
-      if (std::optional<Command> command = CommandValue(*e)) step.run = *command;
-      if (approval)
-        Error(PosOf(approval->key), "a step has one action: 'run' or 'approval', not both");
-    } else if (approval) {
-      step.approval = NonEmptyString(*approval).value_or("");
+    std::vector<const Entry*> actions;
+    for (const Entry& e : f.entries)
+      if (std::find(kActionKeys.begin(), kActionKeys.end(), e.name) != kActionKeys.end())
+        actions.push_back(&e);
+    if (actions.empty()) {
+      Error(step.pos, "missing required key 'run' in " + label + " (or another action: " +
+                          std::string(kActionList).substr(5) + ")");
+    } else {
+      if (actions.size() > 1)
+        Error(PosOf(actions[1]->key), "a step has one action: " + Quoted(actions[0]->name) +
+                                          " or " + Quoted(actions[1]->name) + ", not both");
+      ReadAction(*actions[0], step);
+      const std::string& kind = actions[0]->name;
       for (const Entry& other : f.entries) {
-        if (std::find(kCommandOnlyStepKeys.begin(), kCommandOnlyStepKeys.end(), other.name) !=
-            kCommandOnlyStepKeys.end())
+        auto in = [&](const auto& keys) {
+          return std::find(keys.begin(), keys.end(), other.name) != keys.end();
+        };
+        if (kind == "approval" && in(kCommandOnlyStepKeys)) {
           Error(PosOf(other.key), Quoted(other.name) +
                                       " cannot be used with 'approval' (an approval step runs "
                                       "no command)");
+        } else if (kind != "run" && kind != "approval" &&
+                   (in(kRunOnlyStepKeys) || (other.name == "env" && kind != "download"))) {
+          Error(PosOf(other.key), Quoted(other.name) + " cannot be used with " + Quoted(kind) +
+                                      " (a built-in action decides it)");
+        }
       }
-    } else if (!f.had_unsupported) {
-      Error(step.pos, "missing required key 'run' in " + label);
     }
     if (const Entry* e = f.Get("background")) step.background = Bool(*e).value_or(false);
     if (const Entry* e = f.Get("env")) step.env = EnvMap(*e);
@@ -939,10 +1119,283 @@ class PlanReader {
       step.retry_delay = DurationValue(*e).value_or(step.retry_delay);
     if (const Entry* e = f.Get("verify")) step.verify = ReadChecks(*e);
     if (const Entry* e = f.Get("skip_if")) step.skip_if = ReadChecks(*e);
+    const bool download = step.kind == ActionKind::kDownload;
+    if (download && !f.Get("retries")) step.retries = kDownloadRetries;
     if (const Entry* e = f.Get("watch"))
       step.watch = ReadWatch(*e, step.retries > 0 || retries_unreadable);
     if (const Entry* e = f.Get("idempotent")) step.idempotent = Bool(*e).value_or(false);
+    if (const Entry* e = f.Get("secrets")) step.secrets = SecretNames(*e);
+    if (download) DownloadDefaults(f.Get("watch"), step);
     return step;
+  }
+
+  // A download runs in the background, is watched by the bytes under its destination, and is
+  // restarted when they stop growing (hf resumes); the errors no retry fixes fail it at once.
+  // The plan's own watch keys win.
+  void DownloadDefaults(const Entry* watch_entry, Step& step) {
+    step.background = true;
+    step.idempotent = true;
+    bool own_on_stall = watch_entry && watch_entry->value.IsMap() && watch_entry->value["on_stall"];
+    if (!step.watch.progress) {
+      ProgressSpec spec;
+      spec.path = step.download.to;
+      spec.stall_after = kDownloadStallAfter;
+      spec.total = step.download.size;
+      spec.pos = step.pos;
+      step.watch.progress = spec;
+    }
+    if (!own_on_stall && step.retries > 0) step.watch.on_stall = OnStall::kRestart;
+    AddFailOnSet("hf", step.pos, step.watch);
+    if (std::none_of(step.secrets.begin(), step.secrets.end(),
+                     [](const std::string& n) { return n == "HF_TOKEN"; }) &&
+        secrets_.contains("HF_TOKEN"))
+      step.secrets.push_back("HF_TOKEN");
+  }
+
+  // `secrets: [HF_TOKEN]`: names the plan's `secrets:` section defines.
+  std::vector<std::string> SecretNames(const Entry& e) {
+    std::vector<std::string> names;
+    for (const auto& [name, pos] : StringList(e)) {
+      if (!secrets_.contains(name)) {
+        Error(pos, "unknown secret " + Quoted(name) +
+                       (secrets_.empty() ? " (the plan has no 'secrets:' section)"
+                                         : " (define it under the plan's 'secrets:')"));
+        continue;
+      }
+      names.push_back(name);
+    }
+    return names;
+  }
+
+  // A scalar or a list of scalars, each with where it was written.
+  std::vector<std::pair<std::string, SourcePos>> StringList(const Entry& e) {
+    std::vector<std::pair<std::string, SourcePos>> out;
+    if (e.value.IsScalar()) {
+      if (auto v = String(e)) out.emplace_back(*v, ValuePos(e));
+      return out;
+    }
+    if (!e.value.IsSequence()) {
+      Error(ValuePos(e), Quoted(e.name) + " must be a string or a list of strings");
+      return out;
+    }
+    for (auto it = e.value.begin(); it != e.value.end(); ++it) {
+      YAML::Node item = *it;
+      if (!item.IsScalar()) {
+        Error(PosOf(item), Quoted(e.name) + " must be a string or a list of strings");
+        continue;
+      }
+      if (auto v = String(item, PosOf(item), e.name)) out.emplace_back(*v, PosOf(item));
+    }
+    return out;
+  }
+
+  std::optional<std::string> AbsolutePath(const Entry& e) {
+    std::optional<std::string> path = NonEmptyString(e);
+    if (path && !path->starts_with("/")) {
+      Error(ValuePos(e), Quoted(e.name) + " must be an absolute path, not " + Quoted(*path));
+      return std::nullopt;
+    }
+    return path;
+  }
+
+  // --- actions ---
+
+  void ReadAction(const Entry& e, Step& step) {
+    const YAML::Node& v = e.value;
+    if (e.name == "run") {
+      step.kind = ActionKind::kRun;
+      if (std::optional<Command> command = CommandValue(e)) step.run = *command;
+    } else if (e.name == "approval") {
+      step.kind = ActionKind::kApproval;
+      step.approval = NonEmptyString(e).value_or("");
+    } else if (e.name == "service") {
+      step.kind = ActionKind::kService;
+      ReadService(e, step.service);
+    } else if (e.name == "kill") {
+      step.kind = ActionKind::kKill;
+      if (v.IsScalar()) {
+        if (auto re = Regex(v, ValuePos(e), "kill")) step.kill.match = *re;
+        return;
+      }
+      if (!v.IsMap()) {
+        Error(ValuePos(e), "'kill' must be a pattern or a map with 'match'");
+        return;
+      }
+      Fields f = ReadMap(v, kKillKeys, "in 'kill'");
+      if (const Entry* m = f.Get("match")) {
+        if (auto re = Regex(m->value, ValuePos(*m), "match")) step.kill.match = *re;
+      } else {
+        Error(PosOf(v), "missing required key 'match' in 'kill'");
+      }
+      if (const Entry* g = f.Get("grace")) step.kill.grace = DurationValue(*g).value_or(step.kill.grace);
+      if (const Entry* w = f.Get("whole_groups")) step.kill.whole_groups = Bool(*w).value_or(true);
+    } else if (e.name == "gpus_free") {
+      step.kind = ActionKind::kGpusFree;
+      GpusFreeAction& a = step.gpus_free;
+      if (v.IsNull()) return;  // every GPU, the defaults
+      if (!v.IsMap()) {
+        Error(ValuePos(e), "'gpus_free' must be a map (e.g. {gpus: [0, 1], max_used: 1GiB})");
+        return;
+      }
+      Fields f = ReadMap(v, kGpusFreeKeys, "in 'gpus_free'");
+      ReadGpuSelection(f, a.gpu);
+      if (const Entry* x = f.Get("stable_for")) a.stable_for = DurationValue(*x).value_or(a.stable_for);
+      if (const Entry* x = f.Get("every")) a.every = DurationValue(*x).value_or(a.every);
+      if (const Entry* x = f.Get("within")) a.within = DurationValue(*x).value_or(a.within);
+      if (const Entry* x = f.Get("kill")) a.kill = Bool(*x).value_or(false);
+      if (const Entry* x = f.Get("grace")) {
+        a.grace = DurationValue(*x).value_or(a.grace);
+        if (!a.kill) Error(PosOf(x->key), "'grace' needs 'kill: true' (nothing is stopped without it)");
+      }
+      if (a.every.count() < 100) {
+        Error(PosOf(v), "'every' must be at least 100ms");
+      } else if (a.within < a.stable_for) {
+        Error(PosOf(v), "'within' (" + FormatDuration(a.within) +
+                            ") must be at least 'stable_for' (" + FormatDuration(a.stable_for) + ")");
+      }
+    } else if (e.name == "remove") {
+      step.kind = ActionKind::kRemove;
+      if (v.IsScalar()) {
+        step.remove.path = AbsolutePath(e).value_or("");
+      } else if (v.IsMap()) {
+        Fields f = ReadMap(v, kRemoveKeys, "in 'remove'");
+        if (const Entry* p = f.Get("path")) {
+          step.remove.path = AbsolutePath(*p).value_or("");
+        } else {
+          Error(PosOf(v), "missing required key 'path' in 'remove'");
+        }
+      } else {
+        Error(ValuePos(e), "'remove' must be a path or a map with 'path'");
+      }
+    } else if (e.name == "download") {
+      step.kind = ActionKind::kDownload;
+      ReadDownload(e, step.download);
+    }
+  }
+
+  void ReadGpuSelection(const Fields& f, GpuSelection& gpu) {
+    if (const Entry* g = f.Get("gpus")) {
+      if (g->value.IsScalar() && g->value.Scalar() == "all") {
+        // every GPU: the empty list
+      } else if (g->value.IsSequence()) {
+        for (auto it = g->value.begin(); it != g->value.end(); ++it) {
+          YAML::Node item = *it;
+          if (auto n = Integer(item, PosOf(item), "gpus", 0, 1023)) {
+            if (std::find(gpu.gpus.begin(), gpu.gpus.end(), *n) != gpu.gpus.end()) {
+              Error(PosOf(item), "GPU " + std::to_string(*n) + " is listed twice in 'gpus'");
+              continue;
+            }
+            gpu.gpus.push_back(static_cast<int>(*n));
+          }
+        }
+      } else {
+        Error(ValuePos(*g), "'gpus' must be a list of GPU indices (e.g. [0, 1, 2, 3]) or all");
+      }
+    }
+    if (const Entry* m = f.Get("max_used")) gpu.max_used = SizeValue(*m).value_or(gpu.max_used);
+  }
+
+  void ReadService(const Entry& e, ServiceAction& a) {
+    const YAML::Node& v = e.value;
+    if (!v.IsMap()) {
+      Error(ValuePos(e), "'service' must be a map with 'unit' and 'state' (or 'enabled')");
+      return;
+    }
+    Fields f = ReadMap(v, kServiceKeys, "in 'service'");
+    if (const Entry* u = f.Get("unit")) {
+      a.unit = UnitName(*u).value_or("");
+    } else {
+      Error(PosOf(v), "missing required key 'unit' in 'service'");
+    }
+    if (const Entry* st = f.Get("state")) {
+      std::optional<std::string> state = String(*st);
+      if (state == "started" || state == "stopped" || state == "restarted") {
+        a.state = *state;
+      } else if (state) {
+        Error(ValuePos(*st), "'state' must be started, stopped or restarted, not " + Quoted(*state));
+      }
+    }
+    if (const Entry* en = f.Get("enabled")) a.enabled = Bool(*en);
+    if (const Entry* x = f.Get("exec")) {
+      if (std::optional<Command> command = CommandValue(*x)) a.exec = command->Argv();
+      if (!a.exec.empty() && !a.exec[0].starts_with("/") && a.exec[0].find('/') != std::string::npos)
+        Error(ValuePos(*x), "'exec' program must be a name on PATH or an absolute path");
+    }
+    if (const Entry* x = f.Get("environment")) a.environment = EnvMap(*x);
+    if (const Entry* x = f.Get("user")) a.user = NonEmptyString(*x).value_or("");
+    if (const Entry* x = f.Get("working_directory"))
+      a.working_directory = AbsolutePath(*x).value_or("");
+    if (const Entry* x = f.Get("description")) a.description = String(*x).value_or("");
+    if (const Entry* x = f.Get("stop_timeout"))
+      a.stop_timeout = DurationValue(*x).value_or(a.stop_timeout);
+    for (std::string_view key : {"environment", "user", "working_directory", "description", "stop_timeout"}) {
+      if (const Entry* x = f.Get(key); x && !f.Get("exec"))
+        Error(PosOf(x->key), Quoted(key) + " needs 'exec' (it goes into the unit file deployd writes)");
+    }
+    if (!f.Get("state") && !f.Get("enabled") && !f.Get("exec"))
+      Error(PosOf(v), "'service' needs 'state', 'enabled' or 'exec' (what should change?)");
+  }
+
+  // systemd unit names: letters, digits, ":-_.\@", with a suffix; ".service" is assumed.
+  std::optional<std::string> UnitName(const Entry& e) {
+    std::optional<std::string> name = NonEmptyString(e);
+    if (!name) return name;
+    bool ok = name->size() <= 255 &&
+              std::all_of(name->begin(), name->end(), [](char c) {
+                return IsAlpha(c) || IsDigit(c) || std::string_view(":-_.\\@").find(c) != std::string_view::npos;
+              });
+    if (!ok || name->starts_with(".") || name->starts_with("-")) {
+      Error(ValuePos(e), "invalid unit name " + Quoted(*name) + " (expected e.g. kimi.service)");
+      return std::nullopt;
+    }
+    if (name->find('.') == std::string::npos) *name += ".service";
+    return name;
+  }
+
+  void ReadDownload(const Entry& e, DownloadAction& a) {
+    const YAML::Node& v = e.value;
+    if (!v.IsMap()) {
+      Error(ValuePos(e), "'download' must be a map with 'repo' and 'to'");
+      return;
+    }
+    Fields f = ReadMap(v, kDownloadKeys, "in 'download'");
+    if (const Entry* r = f.Get("repo")) {
+      std::optional<std::string> repo = NonEmptyString(*r);
+      size_t slash = repo ? repo->find('/') : std::string::npos;
+      bool ok = repo && slash != std::string::npos && slash > 0 && slash + 1 < repo->size() &&
+                repo->find('/', slash + 1) == std::string::npos &&
+                repo->find_first_of(" \t\n") == std::string::npos;
+      if (repo && !ok) {
+        Error(ValuePos(*r), "invalid repository " + Quoted(*repo) +
+                                " (expected ORG/NAME, e.g. nvidia/Kimi-K2.5-NVFP4)");
+      } else if (repo) {
+        a.repo = *repo;
+      }
+    } else {
+      Error(PosOf(v), "missing required key 'repo' in 'download'");
+    }
+    if (const Entry* t = f.Get("to")) {
+      a.to = AbsolutePath(*t).value_or("");
+    } else {
+      Error(PosOf(v), "missing required key 'to' in 'download'");
+    }
+    if (const Entry* x = f.Get("revision")) a.revision = NonEmptyString(*x).value_or("");
+    if (const Entry* x = f.Get("include"))
+      for (auto& [p, pos] : StringList(*x)) a.include.push_back(p);
+    if (const Entry* x = f.Get("exclude"))
+      for (auto& [p, pos] : StringList(*x)) a.exclude.push_back(p);
+    if (const Entry* x = f.Get("size")) a.size = SizeValue(*x);
+  }
+
+  void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch) {
+    for (const NamedPattern& p : FailOnSet(name)) {
+      FailPattern pattern;
+      pattern.pattern = std::string(p.pattern);
+      pattern.pos = pos;
+      pattern.explanation = std::string(p.explanation);
+      pattern.fatal = !p.retryable;
+      watch.fail_on.push_back(std::move(pattern));
+    }
   }
 
   // `has_retries`: the step may be fired again, which `on_stall: restart` needs.
@@ -1034,9 +1487,14 @@ class PlanReader {
 
   void ReadFailOn(const Entry* fail_on, Watch& watch) {
     if (!fail_on) return;
+    // A bare set name ("vllm") stands for its patterns: as a regex it would match any line
+    // that mentions the program.
     auto add = [&](const YAML::Node& node, SourcePos pos) {
-      if (std::optional<std::string> re = Regex(node, pos, "fail_on"))
-        watch.fail_on.push_back(FailPattern{*re, pos, ""});
+      if (!FailOnSet(node.Scalar()).empty()) {
+        AddFailOnSet(node.Scalar(), pos, watch);
+      } else if (std::optional<std::string> re = Regex(node, pos, "fail_on")) {
+        watch.fail_on.push_back(FailPattern{*re, pos, "", false});
+      }
     };
     if (fail_on->value.IsScalar()) {
       add(fail_on->value, ValuePos(*fail_on));
@@ -1113,7 +1571,7 @@ class PlanReader {
       Error(PosOf(root), "the plan must be a map with 'version', 'name' and 'steps'");
       return std::nullopt;
     }
-    Fields top = ReadMap(root, kTopKeys, "", kTopUnsupported);
+    Fields top = ReadMap(root, kTopKeys, "");
     Plan plan;
     // Variables first: every other string may use them.
     ReadVars(top.Get("vars"), plan);
@@ -1139,6 +1597,7 @@ class PlanReader {
       Error(PosOf(root), "missing required key 'name'");
     }
     if (const Entry* e = top.Get("description")) plan.description = String(*e).value_or("");
+    if (const Entry* e = top.Get("secrets")) ReadSecrets(*e, plan);
     if (const Entry* e = top.Get("preflight")) plan.preflight = ReadChecks(*e);
     // Document order, so that a duplicate id is reported where it occurs second.
     for (const Entry& e : top.entries) {
@@ -1146,7 +1605,89 @@ class PlanReader {
       if (e.name == "on_failure") plan.on_failure = ReadSteps(e, true);
     }
     if (!top.Get("steps")) Error(PosOf(root), "missing required key 'steps'");
+    AddImpliedPreflight(plan);
     return plan;
+  }
+
+  // secrets: {HF_TOKEN: {file: /etc/deployd/hf-token}, OTHER: {env: OTHER}}
+  void ReadSecrets(const Entry& e, Plan& plan) {
+    if (e.value.IsNull()) return;
+    if (!e.value.IsMap()) {
+      Error(ValuePos(e), "'secrets' must be a map of names to {file: PATH} or {env: NAME}");
+      return;
+    }
+    for (const Entry& entry : Entries(e.value)) {
+      if (!IsIdentifier(entry.name)) {
+        Error(PosOf(entry.key), "invalid secret name " + Quoted(entry.name) +
+                                    " (it becomes an environment variable: letters, digits, '_')");
+        continue;
+      }
+      SecretSource source;
+      source.name = entry.name;
+      source.pos = PosOf(entry.key);
+      if (!entry.value.IsMap()) {
+        Error(ValuePos(entry), "secret " + Quoted(entry.name) +
+                                   " must be {file: PATH} or {env: NAME} (its value is never "
+                                   "written in a plan)");
+        continue;
+      }
+      Fields f = ReadMap(entry.value, kSecretKeys, "in secret " + Quoted(entry.name));
+      const Entry* file = f.Get("file");
+      const Entry* env = f.Get("env");
+      if (file && env) {
+        Error(PosOf(env->key), "secret " + Quoted(entry.name) + " takes 'file' or 'env', not both");
+      } else if (file) {
+        source.file = AbsolutePath(*file).value_or("");
+      } else if (env) {
+        std::optional<std::string> name = NonEmptyString(*env);
+        if (name && !IsIdentifier(*name)) {
+          Error(ValuePos(*env), "invalid environment variable name " + Quoted(*name));
+        } else if (name) {
+          source.env = *name;
+        }
+      } else {
+        Error(PosOf(entry.value), "secret " + Quoted(entry.name) + " needs 'file' or 'env'");
+      }
+      secrets_.insert(source.name);
+      plan.secrets.push_back(std::move(source));
+    }
+  }
+
+  // What a built-in action needs before anything is changed: its tool on PATH, and for a
+  // download of known size the space for it. Checked in preflight, so a missing `hf` fails the
+  // run before the old server is stopped.
+  void AddImpliedPreflight(Plan& plan) {
+    auto has_command = [&](const std::string& name) {
+      return std::any_of(plan.preflight.begin(), plan.preflight.end(), [&](const Check& c) {
+        return c.kind == CheckKind::kCommand && c.name == name;
+      });
+    };
+    for (const auto* list : {&plan.steps, &plan.on_failure}) {
+      for (const Step& step : *list) {
+        Check check;
+        check.kind = CheckKind::kCommand;
+        check.pos = step.pos;
+        if (step.kind == ActionKind::kService && !has_command("systemctl")) {
+          check.name = "systemctl";
+          plan.preflight.push_back(check);
+        }
+        if (step.kind != ActionKind::kDownload) continue;
+        if (!has_command("hf")) {
+          check.name = "hf";
+          check.alternatives = {"huggingface-cli"};
+          plan.preflight.push_back(check);
+        }
+        if (step.download.size) {
+          Check space;
+          space.kind = CheckKind::kDiskFree;
+          space.pos = step.pos;
+          space.path = step.download.to;
+          space.at_least = *step.download.size;
+          space.credit_existing = true;
+          plan.preflight.push_back(space);
+        }
+      }
+    }
   }
 
   std::string_view text_;
@@ -1157,6 +1698,7 @@ class PlanReader {
   std::map<std::string, std::optional<std::string>> vars_;
   bool vars_broken_ = false;
   std::map<std::string, SourcePos> step_ids_;
+  std::set<std::string> secrets_;  // names the plan's `secrets:` defines
 };
 
 }  // namespace

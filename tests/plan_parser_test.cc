@@ -290,14 +290,14 @@ steps:
 )");
   CHECK(Errors(R"(version: [1]
 name: t
-secrets: {}
+secrets: [HF_TOKEN]
 steps: {id: a}
 )") == R"(plan.yaml:1:10: error: 'version' must be the integer 1
 version: [1]
          ^
-plan.yaml:3:1: error: 'secrets' is not supported yet
-secrets: {}
-^
+plan.yaml:3:10: error: 'secrets' must be a map of names to {file: PATH} or {env: NAME}
+secrets: [HF_TOKEN]
+         ^
 plan.yaml:4:8: error: 'steps' must be a list of steps
 steps: {id: a}
        ^
@@ -343,7 +343,7 @@ steps:
 plan.yaml:5:9: error: invalid step id 'Build' (use lowercase letters, digits, '_' and '-')
   - id: Build
         ^
-plan.yaml:7:5: error: missing required key 'run' in step 'test'
+plan.yaml:7:5: error: missing required key 'run' in step 'test' (or another action: approval, service, kill, gpus_free, remove, download)
   - id: test
     ^
 )");
@@ -389,11 +389,11 @@ steps:
 name: t
 steps:
   - id: stop
-    service: {unit: glm5.service, state: stopped}
+    service: {unit: glm5.service, state: stop}
   - 42
-)") == R"(plan.yaml:5:5: error: 'service' steps are not supported yet (use 'run')
-    service: {unit: glm5.service, state: stopped}
-    ^
+)") == R"(plan.yaml:5:42: error: 'state' must be started, stopped or restarted, not 'stop'
+    service: {unit: glm5.service, state: stop}
+                                         ^
 plan.yaml:6:5: error: a step must be a map with 'id' and 'run'
   - 42
     ^
@@ -608,10 +608,10 @@ steps:
   - id: a
     run: make
 )") ==
-      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete)
+      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version)
     http: http://127.0.0.1:8000/
     ^
-plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete)
+plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version)
   - every: 5s
     ^
 plan.yaml:6:5: error: 'every' needs 'within' (how long to keep trying)
@@ -629,7 +629,7 @@ plan.yaml:10:30: error: unknown key 'stauts' in 'http' (did you mean 'status'?)
 plan.yaml:12:5: error: 'output_matches' is only allowed in a 'run' check
     output_matches: x
     ^
-plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free, weights_complete
+plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version
   - gpus
     ^
 )");
@@ -987,13 +987,14 @@ steps:
       - weights_complete: ${dir}
         every: 30s
         within: 8h
-      - weights_complete: {path: /x}
+      - weights_complete: [/x]
 )",
                             "plan.yaml", {});
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].Format() ==
-        "plan.yaml:12:27: error: 'weights_complete' must be the path of a model directory\n"
-        "      - weights_complete: {path: /x}\n"
+        "plan.yaml:12:27: error: 'weights_complete' must be the path of a model directory or a "
+        "map with 'path' (and 'sha256')\n"
+        "      - weights_complete: [/x]\n"
         "                          ^");
   r = ParsePlan(R"(version: 1
 name: w

@@ -87,6 +87,7 @@ struct Check {
   std::optional<std::uint64_t> min_size;
   std::string name;
   std::uint64_t at_least = 0;      // disk_free: bytes available to unprivileged users
+  bool credit_existing = false;    // disk_free: bytes already under `path` count as available
   std::vector<std::string> alternatives;  // command: other names that will do (huggingface-cli)
   std::map<std::string, std::string> sha256;  // weights_complete: file (relative) -> hex digest
 
@@ -115,6 +116,7 @@ struct FailPattern {
   std::string pattern;  // ECMAScript regex; a leading "(?i)" makes it case-insensitive
   SourcePos pos;
   std::string explanation;  // from a named set (`fail_on: vllm`): what the line means
+  bool fatal = false;       // no retry can fix it: the step fails without further attempts
 };
 
 // What a stalled step does: fail at once, or stop its process group and fire the action again
