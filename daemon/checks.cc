@@ -368,10 +368,12 @@ std::uint64_t BytesUnder(const std::string& path) {
 
 CheckOutcome ProbeDiskFree(const Check& check) {
   json::object evidence = BaseEvidence(check);
-  // A destination that does not exist yet is measured where it will be created.
+  // A download's destination that does not exist yet is measured where it will be created.
+  // A path the plan names for disk_free itself must exist: a mistyped mount point would
+  // otherwise be measured on the root filesystem.
   std::filesystem::path where = check.path;
   std::error_code ec;
-  while (!std::filesystem::exists(where, ec) && where.has_parent_path() &&
+  while (check.credit_existing && !std::filesystem::exists(where, ec) && where.has_parent_path() &&
          where != where.parent_path())
     where = where.parent_path();
   if (where != std::filesystem::path(check.path)) evidence["measured_at"] = where.string();
