@@ -19,6 +19,10 @@
 
 namespace deployd {
 
+// The hidden flags deployd re-executes itself with: `deployd --action JSON`, `--probe JSON`.
+inline constexpr std::string_view kBuiltinActionFlag = "--action";
+inline constexpr std::string_view kBuiltinProbeFlag = "--probe";
+
 // What an action gets besides its plan keys: where to say things, and the daemon's config.
 struct ActionContext {
   std::function<void(std::string_view line)> say;  // one line to the step's log (stdout)

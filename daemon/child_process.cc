@@ -4,6 +4,8 @@
 // initializer, and the environment initializer does not link header-only (EnvInit below).
 #include "child_process.h"
 
+#include "secrets.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -19,6 +21,8 @@
 #include <boost/process/v2/start_dir.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <deque>
+
+#include "secrets.h"
 
 extern char** environ;
 
@@ -106,6 +110,7 @@ struct ChildProcess::Impl {
   std::uint64_t log_bytes = 0;
   std::uint64_t log_cap = 0;
   bool eof = false;
+  Redactor redactor;
 
   void OpenLog() {
     log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -126,7 +131,10 @@ struct ChildProcess::Impl {
     if (::write(log_fd, out.data(), out.size()) > 0) log_bytes += out.size();
   }
 
-  void EmitLine(std::string_view line) {
+  void EmitLine(std::string_view raw) {
+    std::string redacted;
+    std::string_view line = raw;
+    if (!redactor.empty()) line = redacted = redactor.Redact(raw);
     WriteLog(line);
     tail.emplace_back(line);
     if (tail.size() > kTailLines) tail.pop_front();
@@ -214,6 +222,7 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   impl.on_line = std::move(on_line);
   impl.on_exit = std::move(on_exit);
   impl.log_path = options.log_path;
+  if (!options.redact.empty()) impl.redactor = Redactor(options.redact);
   impl.log_cap = options.log_cap_bytes;
 
   // The child's stdout and stderr: one pipe, so that their lines keep their order.

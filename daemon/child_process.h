@@ -47,6 +47,8 @@ struct SpawnOptions {
   // wrapper + {argv[0] resolved on PATH} + argv[1…] (a background action's supervisor). Errors
   // still name argv[0].
   std::vector<std::string> wrapper;
+  // Values (secrets) replaced by "***" in every line before it is logged or handed on.
+  std::vector<std::string> redact;
 };
 
 class ChildProcess : public std::enable_shared_from_this<ChildProcess> {

@@ -74,6 +74,23 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
       error(key.Mark(), "duplicate key '" + name + "'");
       continue;
     }
+    if (name == "allowed_roots") {
+      // A list of absolute directories under which `remove` may delete.
+      if (!value.IsSequence()) {
+        error(value.Mark(), "'allowed_roots' must be a list of absolute directories");
+        continue;
+      }
+      config.allowed_roots.clear();
+      for (auto root_it = value.begin(); root_it != value.end(); ++root_it) {
+        YAML::Node item = *root_it;
+        if (!item.IsScalar() || !item.Scalar().starts_with("/")) {
+          error(item.Mark(), "'allowed_roots' entries must be absolute directories");
+          continue;
+        }
+        config.allowed_roots.push_back(item.Scalar());
+      }
+      continue;
+    }
     if (!value.IsScalar()) {
       error(value.Mark(), "'" + name + "' must be a single value");
       continue;
@@ -96,9 +113,15 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
         error(value.Mark(), "invalid duration '" + value.Scalar() + "' (expected e.g. 30d, 12h)");
       else
         config.retention = *d;
+    } else if (name == "unit_dir") {
+      if (!value.Scalar().starts_with("/"))
+        error(value.Mark(), "'unit_dir' must be an absolute directory");
+      else
+        config.unit_dir = value.Scalar();
     } else {
       error(key.Mark(), "unknown key '" + name +
-                            "' (known: socket, state_dir, group, log_max_size, retention)");
+                            "' (known: socket, state_dir, group, log_max_size, retention, "
+                            "unit_dir, allowed_roots)");
     }
   }
 }

@@ -18,6 +18,8 @@ struct DaemonConfig {
   std::string group;        // members may use the socket; "" = root and the daemon's uid only
   std::uint64_t log_max_size = 64ull << 20;  // per step log, before it is rotated once
   std::optional<Duration> retention;          // forget finished runs older than this
+  std::string unit_dir = "/etc/systemd/system";  // where `service` steps write unit files
+  std::vector<std::string> allowed_roots;        // `remove` deletes only under these
 };
 
 // Root: /run/deployd/deployd.sock; others: $XDG_RUNTIME_DIR/deployd/deployd.sock, else

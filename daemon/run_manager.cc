@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "background_action.h"
+#include "builtin_json.h"
 #include "checks.h"
 #include "child_process.h"
 #include "line_splitter.h"
@@ -23,6 +24,7 @@
 #include "plan_parser.h"
 #include "process_exit_watch.h"
 #include "progress_watch.h"
+#include "secrets.h"
 
 namespace deployd {
 
@@ -79,19 +81,21 @@ struct RunManager::EventInfo {
   std::optional<std::int64_t> pid;
   std::optional<std::string> action;  // replaces the step's action record
   std::string detail;                 // the event's detail, when not the reason
+  bool final = false;                 // no retry can help (a fatal fail_on line)
 };
 
 namespace {
 
 struct LiveStep {
   const Step* def = nullptr;
-  std::vector<std::pair<std::string, std::regex>> fail_on;
+  std::vector<std::pair<const FailPattern*, std::regex>> fail_on;
   int action_gen = 0;
   int checks_gen = 0;
   int timer_gen = 0;
   bool recovering = false;
   bool awaiting = false;  // a retry delay or skip_if checks are pending
   std::shared_ptr<ChildProcess> child;
+  std::shared_ptr<ChildProcess> journal;  // a `service` step's `journalctl -f`, for fail_on
   std::shared_ptr<ProgressWatch> progress;  // watch.progress, from fire until the action ends
   std::shared_ptr<BackgroundAction> background;  // while the step watches it
   std::unique_ptr<LogFollower> output;  // a background action's log, for fail_on and progress
@@ -160,7 +164,7 @@ Result<RunManager::ActiveRun*> RunManager::Activate(const RunRecord& record) {
     live.def = i < run->main_count ? &run->plan.steps[i]
                                    : &run->plan.on_failure[i - run->main_count];
     for (const auto& p : live.def->watch.fail_on)
-      live.fail_on.emplace_back(p.pattern, CompileFailOn(p.pattern));
+      live.fail_on.emplace_back(&p, CompileFailOn(p.pattern));
     live.timer = std::make_unique<asio::steady_timer>(ex_);
     if (record.steps[i].state != StepState::kPending || record.steps[i].attempts > 0)
       run->preflight_done = true;
@@ -408,12 +412,14 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
   facts.has_skip_if = !def.skip_if.empty();
   facts.has_verify = !def.verify.empty();
   facts.background = def.background;
-  facts.idempotent = def.idempotent;
+  // Built-in actions converge: firing one again is always safe.
+  facts.idempotent = def.idempotent || (def.kind != ActionKind::kRun && def.kind != ActionKind::kApproval);
   facts.approval = def.approval.has_value();
   facts.attempts = record.attempts;
   facts.max_attempts = def.max_attempts();
   facts.recovering = live.recovering;
   facts.restart_on_stall = def.watch.on_stall == OnStall::kRestart;
+  if (info.final) facts.max_attempts = facts.attempts;
   StepTransition t = NextState(record.state, facts, event);
   if (!t.valid) {
     spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
@@ -536,6 +542,10 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
         break;
     }
   }
+  if (live.journal && next.state != StepState::kRunning && next.state != StepState::kVerifying) {
+    live.journal->Terminate(std::chrono::seconds(1));
+    live.journal.reset();
+  }
   if (IsTerminal(next.state)) {
     if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
     EndBackgroundWatch(live);
@@ -567,10 +577,19 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     StartBackground(run, index, gen);
     return;
   }
+  Result<std::map<std::string, std::string>> secrets = LoadSecrets(run, def);
+  if (!secrets.ok()) {
+    FailSoon(run_id, index, gen, secrets.status().message());
+    return;
+  }
 
   SpawnOptions options;
-  options.argv = def.run.Argv();
+  options.argv = ActionArgv(def);
   options.env = def.env;
+  for (const auto& [name, value] : secrets.value()) {
+    options.env[name] = value;
+    options.redact.push_back(value);
+  }
   options.cwd = def.cwd;
   options.log_path = LogPath(run_id, def.id);
   options.log_cap_bytes = options_.log_cap_bytes;
@@ -595,12 +614,17 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     // in flight keeps the object alive until EOF). Held until the run ended, they cost 3 fds
     // per finished step (EMFILE after ~330 steps under a 1024 limit) and made every later fork
     // slower (Asio re-registers each open descriptor in the child before exec).
+    std::string last_line = live.child && !live.child->Tail().empty() ? live.child->Tail().back() : "";
     if (gen == live.action_gen) live.child.reset();
     if (status.ok()) {
+      if (gen == live.action_gen) FollowJournal(*run, index, gen);
       Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction, gen);
       return;
     }
     info.reason = status.ToString();
+    // A built-in action's last line says why it failed (builtin_action.h).
+    if (live.def->kind != ActionKind::kRun && status.code == 1 && !last_line.empty())
+      info.reason = last_line;
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
   };
 
@@ -717,6 +741,64 @@ void RunManager::AddProgress(json::object& run_json) const {
   }
 }
 
+std::vector<std::string> RunManager::ActionArgv(const Step& step) const {
+  if (step.kind == ActionKind::kRun) return step.run.Argv();
+  ActionContext context;
+  context.unit_dir = options_.unit_dir;
+  context.allowed_roots = options_.allowed_roots;
+  context.state_dir = options_.state_dir;
+  return {options_.supervisor_exe, std::string(kBuiltinActionFlag),
+          ActionRequestJson(step, context)};
+}
+
+Result<std::map<std::string, std::string>> RunManager::LoadSecrets(const ActiveRun& run,
+                                                                   const Step& step) {
+  std::map<std::string, std::string> values;
+  for (const std::string& name : step.secrets) {
+    auto source = std::find_if(run.plan.secrets.begin(), run.plan.secrets.end(),
+                               [&](const SecretSource& s) { return s.name == name; });
+    if (source == run.plan.secrets.end()) continue;  // the parser checked every name
+    SecretSpec spec;
+    spec.name = source->name;
+    spec.file = source->file;
+    spec.env = source->env;
+    Result<Secret> secret = LoadSecret(spec);
+    if (!secret.ok()) return secret.status();
+    values[name] = secret->value;
+  }
+  return values;
+}
+
+// `journalctl -u UNIT -f -n 0 -o cat` from the moment the unit was started (the action has
+// exited 0) until the step ends: the server's lines go to the step's log and meet fail_on.
+void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
+  LiveStep& live = run.live[index];
+  const Step& def = *live.def;
+  if (def.kind != ActionKind::kService || live.fail_on.empty() ||
+      (def.service.state != "started" && def.service.state != "restarted"))
+    return;
+  const std::string run_id = run.record.id;
+  SpawnOptions options;
+  options.argv = {"journalctl", "-u", def.service.unit, "-f", "-n", "0", "-o", "cat"};
+  options.log_path = LogPath(run_id, def.id);
+  options.log_cap_bytes = options_.log_cap_bytes;
+  auto on_line = [this, run_id, index, gen](std::string_view line) {
+    OnOutputLine(run_id, index, gen, line);
+  };
+  auto on_exit = [run_id, unit = def.service.unit](const ExitStatus& status) {
+    if (!status.ok() && status.signal != SIGTERM)
+      spdlog::warn("{}: journalctl -u {} ended: {}", run_id, unit, status.ToString());
+  };
+  Result<std::shared_ptr<ChildProcess>> journal =
+      ChildProcess::Start(ex_, options, std::move(on_line), std::move(on_exit));
+  if (!journal.ok()) {
+    spdlog::warn("{} {}: cannot follow the journal of {}: {}", run_id, def.id, def.service.unit,
+                 journal.status().message());
+    return;
+  }
+  live.journal = journal.value();
+}
+
 void RunManager::StopAction(ActiveRun& run, size_t index) {
   LiveStep& live = run.live[index];
   if (live.background) {
@@ -737,8 +819,14 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   for (const auto& [pattern, re] : run->live[index].fail_on) {
     if (!std::regex_search(line.begin(), line.end(), re)) continue;
     EventInfo info;
-    info.reason = "output matched fail_on '" + pattern + "': " + std::string(line);
-    info.evidence["fail_on"] = pattern;
+    if (pattern->explanation.empty()) {
+      info.reason = "output matched fail_on '" + pattern->pattern + "': " + std::string(line);
+    } else {
+      info.reason = pattern->explanation + ": " + std::string(line);
+      info.evidence["explanation"] = pattern->explanation;
+    }
+    info.final = pattern->fatal;
+    info.evidence["fail_on"] = pattern->pattern;
     info.evidence["line"] = line;
     Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
     return;
@@ -759,9 +847,17 @@ void RunManager::StartBackground(ActiveRun& run, size_t index, int gen) {
     FailSoon(run_id, index, gen, "internal error: the background action's record was not committed");
     return;
   }
+  Result<std::map<std::string, std::string>> secrets = LoadSecrets(run, def);
+  if (!secrets.ok()) {
+    FailSoon(run_id, index, gen, secrets.status().message());
+    return;
+  }
   SpawnOptions options;
-  options.argv = def.run.Argv();
+  options.argv = ActionArgv(def);
   options.env = def.env;
+  // Only a built-in action (download) may have secrets here: it redacts its own output, which
+  // goes to the log without passing through deployd (the parser refuses them elsewhere).
+  for (const auto& [name, value] : secrets.value()) options.env[name] = value;
   options.cwd = def.cwd;
   options.log_path = LogPath(run_id, def.id);
 

@@ -46,6 +46,10 @@ struct RunManagerOptions {
   // Finished runs older than this are forgotten (rows, events and logs) when deployd starts
   // and whenever a run finishes; unset keeps every run.
   std::optional<Duration> retention;
+  // Handed to built-in actions (builtin_action.h): where `service` writes unit files, where
+  // `remove` may delete.
+  std::string unit_dir = "/etc/systemd/system";
+  std::vector<std::string> allowed_roots;
 };
 
 struct ApplyResult {
@@ -117,6 +121,13 @@ class RunManager {
   void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info,
                 Source source, int generation);
   void StartAction(ActiveRun& run, size_t index);
+  // The argv of the step's action: its command, or deployd itself running a built-in.
+  std::vector<std::string> ActionArgv(const Step& step) const;
+  // The step's secrets, read now (never stored): added to the action's environment.
+  Result<std::map<std::string, std::string>> LoadSecrets(const ActiveRun& run, const Step& step);
+  // A `service` step that starts its unit follows the unit's journal for fail_on from fire
+  // until the step ends.
+  void FollowJournal(ActiveRun& run, size_t index, int gen);
   void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
   void StopAction(ActiveRun& run, size_t index);

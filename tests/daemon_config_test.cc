@@ -49,11 +49,29 @@ TEST_CASE("config: an empty file keeps the defaults") {
   CHECK(c.log_max_size == 64ull << 20);
 }
 
+TEST_CASE("config: unit_dir and allowed_roots") {
+  DaemonConfig c;
+  CHECK(Load("unit_dir: /srv/units\nallowed_roots: [/shared, /srv/models]\n", c).empty());
+  CHECK(c.unit_dir == "/srv/units");
+  CHECK(c.allowed_roots == std::vector<std::string>{"/shared", "/srv/models"});
+  CHECK(Load("allowed_roots: /shared\n", c) ==
+        ":1:16: error: 'allowed_roots' must be a list of absolute directories\n"
+        "allowed_roots: /shared\n"
+        "               ^\n");
+  CHECK(Load("allowed_roots: [shared]\nunit_dir: units\n", c) ==
+        ":1:17: error: 'allowed_roots' entries must be absolute directories\n"
+        "allowed_roots: [shared]\n"
+        "                ^\n"
+        ":2:11: error: 'unit_dir' must be an absolute directory\n"
+        "unit_dir: units\n"
+        "          ^\n");
+}
+
 TEST_CASE("config: problems are reported with their position") {
   DaemonConfig c;
   CHECK(Load("socket: /x\nstate_dri: /y\nlog_max_size: lots\nsocket: /z\ngroup: [a]\n", c) ==
         ":2:1: error: unknown key 'state_dri' (known: socket, state_dir, group, log_max_size, "
-        "retention)\n"
+        "retention, unit_dir, allowed_roots)\n"
         "state_dri: /y\n"
         "^\n"
         ":3:15: error: invalid size 'lots' (expected e.g. 64MiB)\n"
