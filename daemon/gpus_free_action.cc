@@ -60,9 +60,9 @@ Result<GpusFreeResult> ReadVerdict(GpuReader& reader, const GpuSelection& gpu) {
   auto snapshot = reader.Read();
   if (!snapshot.ok()) return snapshot.status();
   GpusFreeResult result = EvaluateGpusFree(*snapshot, gpu.gpus, gpu.max_used);
-  bool missing = result.gpus.empty() ||
-                 std::any_of(result.gpus.begin(), result.gpus.end(),
-                             [](const GpuFreeVerdict& v) { return !v.present; });
+  bool missing =
+      result.gpus.empty() || std::any_of(result.gpus.begin(), result.gpus.end(),
+                                         [](const GpuFreeVerdict& v) { return !v.present; });
   if (missing) return Status::Error(result.summary);
   return result;
 }
@@ -167,9 +167,9 @@ Status RunGpusFreeAction(const GpusFreeAction& action, const ActionContext& ctx)
     if (result->all_free) {
       if (!free_since) {
         free_since = now;
-        ctx.say(gpus + " " + Detail(*result) +
-                (action.stable_for.count() > 0 ? "; waiting " + stable + " for it to stay so"
-                                                : ""));
+        ctx.say(
+            gpus + " " + Detail(*result) +
+            (action.stable_for.count() > 0 ? "; waiting " + stable + " for it to stay so" : ""));
       }
       if (now - *free_since >= action.stable_for) {
         if (action.stable_for.count() > 0) ctx.say("free for " + stable);

@@ -127,11 +127,10 @@ size_t CountGone(const std::set<TargetKey>& signalled, const std::vector<Survivo
   return signalled.size() - alive;
 }
 
-std::string Processes(size_t n) {
-  return std::to_string(n) + (n == 1 ? " process" : " processes");
-}
+std::string Processes(size_t n) { return std::to_string(n) + (n == 1 ? " process" : " processes"); }
 
-std::string SignalErrors(const std::vector<std::string>& term, const std::vector<std::string>& kill) {
+std::string SignalErrors(const std::vector<std::string>& term,
+                         const std::vector<std::string>& kill) {
   std::vector<std::string> all = term;
   for (const std::string& e : kill) {
     if (std::find(all.begin(), all.end(), e) == all.end()) all.push_back(e);
@@ -152,8 +151,8 @@ Status StopProcesses(KillPlan& plan, Duration grace, const ActionContext& ctx, D
   for (const std::string& skipped : term.skipped) ctx.say(skipped);
   std::set<TargetKey> termed = SaySignalled("SIGTERM", plan, term, ctx);
   size_t already_gone = term.skipped.size();
-  std::string gone_note = already_gone == 0 ? "" : "; " + Processes(already_gone) +
-                                                       " had exited already";
+  std::string gone_note =
+      already_gone == 0 ? "" : "; " + Processes(already_gone) + " had exited already";
 
   std::vector<Survivor> survivors = WaitUntilGone(plan, grace);
   size_t by_term = CountGone(termed, survivors);
@@ -170,12 +169,11 @@ Status StopProcesses(KillPlan& plan, Duration grace, const ActionContext& ctx, D
   size_t by_kill = CountGone(killed, left);
   if (!left.empty()) {
     // Also the SIGTERM survivors that SIGKILL never reached (no permission).
-    return Status::Error(Processes(left.size()) + " survived SIGKILL: " +
-                         DescribeSurvivors(left) + SignalErrors(term.errors, kill.errors));
+    return Status::Error(Processes(left.size()) + " survived SIGKILL: " + DescribeSurvivors(left) +
+                         SignalErrors(term.errors, kill.errors));
   }
-  ctx.say(Processes(by_term + by_kill) + " stopped: " + std::to_string(by_term) +
-          " by SIGTERM, " + std::to_string(by_kill) + " by SIGKILL after " +
-          FormatDuration(grace) + gone_note);
+  ctx.say(Processes(by_term + by_kill) + " stopped: " + std::to_string(by_term) + " by SIGTERM, " +
+          std::to_string(by_kill) + " by SIGKILL after " + FormatDuration(grace) + gone_note);
   return Status::Ok();
 }
 
@@ -218,10 +216,11 @@ CheckOutcome ProbeProcess(const Check& check) {
     const KillTarget& t = running[i].target;
     if (i < kProbeNamesShown) names += (i == 0 ? "" : ", ") + t.Name();
     if (i < kEvidenceProcesses) {
-      processes.push_back(json::object{{"pid", t.pid},
-                                       {"title", t.title},
-                                       {"command_line", Excerpt(t.command_line, kEvidenceCommandChars)},
-                                       {"state", std::string(1, running[i].state)}});
+      processes.push_back(
+          json::object{{"pid", t.pid},
+                       {"title", t.title},
+                       {"command_line", Excerpt(t.command_line, kEvidenceCommandChars)},
+                       {"state", std::string(1, running[i].state)}});
     }
   }
   if (running.size() > kProbeNamesShown) {
@@ -229,17 +228,17 @@ CheckOutcome ProbeProcess(const Check& check) {
   }
   json::array excluded;
   for (const ExcludedProcess& e : plan->excluded()) {
-    excluded.push_back(json::object{{"pid", e.process.pid}, {"title", e.process.title},
-                                    {"why", e.why}});
+    excluded.push_back(
+        json::object{{"pid", e.process.pid}, {"title", e.process.title}, {"why", e.why}});
   }
   outcome.evidence["count"] = running.size();
   outcome.evidence["processes"] = std::move(processes);
   outcome.evidence["excluded"] = std::move(excluded);
   outcome.evidence["absent"] = check.absent;
   outcome.passed = check.absent == running.empty();
-  outcome.summary = subject + ": " + (running.empty() ? std::string("none running")
-                                                      : std::to_string(running.size()) +
-                                                            " running: " + names);
+  outcome.summary = subject + ": " +
+                    (running.empty() ? std::string("none running")
+                                     : std::to_string(running.size()) + " running: " + names);
   return outcome;
 }
 

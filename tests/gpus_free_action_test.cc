@@ -28,8 +28,8 @@ struct SimHost {
     env.Set("DEPLOYD_NVML", "off");
     const char* path = std::getenv("PATH");
     // Without the stand-ins: a PATH where no nvidia-smi can be found.
-    env.Set("PATH", with_standins ? StandinsDir() + ":" + (path ? path : "/usr/bin:/bin")
-                                  : dir.path());
+    env.Set("PATH",
+            with_standins ? StandinsDir() + ":" + (path ? path : "/usr/bin:/bin") : dir.path());
   }
 };
 
@@ -109,8 +109,9 @@ TEST_CASE("gpus_free: with kill, the holders are stopped and the GPUs proven fre
   CHECK(said.Has("SIGTERM " + tp0 + group));
   CHECK(said.Has("SIGKILL " + tp1 + group));
   CHECK(said.Has("3 processes stopped: 2 by SIGTERM, 1 by SIGKILL after 1s"));
-  CHECK(said.Has("GPUs 0,1 free (no compute process; memory used at most 4MiB, max 1GiB; "
-                 "nvidia-smi); waiting 300ms for it to stay so"));
+  CHECK(
+      said.Has("GPUs 0,1 free (no compute process; memory used at most 4MiB, max 1GiB; "
+               "nvidia-smi); waiting 300ms for it to stay so"));
   CHECK(said.lines.back() == "free for 300ms");
   CHECK_FALSE(Alive(holders.tp0));
   CHECK_FALSE(Alive(holders.tp1));
@@ -133,8 +134,7 @@ TEST_CASE("gpus_free: without kill, busy GPUs fail after within, naming the hold
   CHECK(Alive(holders.tp1));
 }
 
-TEST_CASE("gpus_free: free but not for stable_for within the time allowed",
-          "[gpus_free_action]") {
+TEST_CASE("gpus_free: free but not for stable_for within the time allowed", "[gpus_free_action]") {
   SimHost host;
   GpusFreeAction action = Action({0});
   action.stable_for = std::chrono::hours(1);
