@@ -115,12 +115,24 @@ using CommandRunner = std::function<Result<std::string>(const std::vector<std::s
 // Both nvidia-smi queries through `run`, then ParseNvidiaSmi.
 Result<GpuSnapshot> ReadNvidiaSmi(const CommandRunner& run);
 
-// The policy: NVML first; when it cannot be loaded, initialized or read, nvidia-smi through
-// `run_nvidia_smi`. When both fail the error gives both reasons:
+// DEPLOYD_NVML=off in the environment turns NVML off: the GPU state comes from nvidia-smi only.
+// For hosts where the driver must not answer: a CI runner with a GPU whose tests drive the
+// nvidia-smi stand-in. NvmlOffReason() is then the reason given for NVML ("" when it is on).
+std::string NvmlOffReason();
+
+// The policy: NVML first (unless turned off, see NvmlOffReason); when it cannot be loaded,
+// initialized or read, nvidia-smi through `run_nvidia_smi`. When both fail the error gives both
+// reasons:
 //   "cannot read GPU state: no NVIDIA driver: libnvidia-ml.so.1 not found; nvidia-smi: cannot
 //   start 'nvidia-smi': No such file or directory"
 Result<GpuSnapshot> ReadGpuState(const CommandRunner& run_nvidia_smi,
                                  const std::string& nvml_library = kNvmlLibrary);
+
+// The error when neither source answers, as ReadGpuState gives it (for callers that keep an
+// NvmlSession open and so compose the two themselves). nvidia-smi's own failures already start
+// with "nvidia-smi" ("nvidia-smi: exit status 9: NVIDIA-SMI has failed …") and are not prefixed
+// again.
+Status GpuStateError(const std::string& nvml_error, const std::string& nvidia_smi_error);
 
 // Runs the command synchronously (posix_spawnp, stdout captured, stderr discarded), killing it
 // after `timeout`: nvidia-smi hangs on a GPU that fell off the bus. Blocks the calling thread,
