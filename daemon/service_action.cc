@@ -81,7 +81,7 @@ Int ToInt(std::string_view text) {
 std::optional<Duration> ParseSystemdTimespan(std::string_view text) {
   if (text.empty() || text == "infinity") return std::nullopt;
   static const std::map<std::string_view, double> kUnitsMs = {
-      {"us", 0.001}, {"ms", 1},         {"s", 1000},           {"min", 60'000},
+      {"us", 0.001},    {"ms", 1},         {"s", 1000},       {"min", 60'000},
       {"h", 3'600'000}, {"d", 86'400'000}, {"w", 604'800'000}};
   double total = 0;
   size_t i = 0;
@@ -139,11 +139,11 @@ struct UnitStatus {
   std::optional<Duration> timeout_stop;  // nullopt: infinity or unknown
 
   bool Loaded() const { return load_state == "loaded"; }
-  bool Running() const { return active_state == "active" && sub_state == "running" && main_pid > 0; }
-  bool Stopped() const { return active_state == "inactive" || active_state == "failed"; }
-  bool Starting() const {
-    return active_state == "activating" && sub_state != "auto-restart";
+  bool Running() const {
+    return active_state == "active" && sub_state == "running" && main_pid > 0;
   }
+  bool Stopped() const { return active_state == "inactive" || active_state == "failed"; }
+  bool Starting() const { return active_state == "activating" && sub_state != "auto-restart"; }
   bool Enabled() const {
     return unit_file_state == "enabled" || unit_file_state == "enabled-runtime";
   }
@@ -178,18 +178,30 @@ UnitStatus ParseShow(std::string_view text) {
     size_t eq = line.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view key = line.substr(0, eq), value = line.substr(eq + 1);
-    if (key == "LoadState") st.load_state = value;
-    else if (key == "ActiveState") st.active_state = value;
-    else if (key == "SubState") st.sub_state = value;
-    else if (key == "UnitFileState") st.unit_file_state = value;
-    else if (key == "ControlGroup") st.control_group = value;
-    else if (key == "Result") st.result = value;
-    else if (key == "MainPID") st.main_pid = ToInt<pid_t>(value);
-    else if (key == "ExecMainStatus") st.exec_main_status = ToInt<int>(value);
-    else if (key == "ExecMainCode") st.exec_main_code = ToInt<int>(value);
-    else if (key == "NRestarts") st.n_restarts = ToInt<int>(value);
-    else if (key == "NeedDaemonReload") st.need_reload = value == "yes";
-    else if (key == "TimeoutStopUSec") st.timeout_stop = ParseSystemdTimespan(value);
+    if (key == "LoadState")
+      st.load_state = value;
+    else if (key == "ActiveState")
+      st.active_state = value;
+    else if (key == "SubState")
+      st.sub_state = value;
+    else if (key == "UnitFileState")
+      st.unit_file_state = value;
+    else if (key == "ControlGroup")
+      st.control_group = value;
+    else if (key == "Result")
+      st.result = value;
+    else if (key == "MainPID")
+      st.main_pid = ToInt<pid_t>(value);
+    else if (key == "ExecMainStatus")
+      st.exec_main_status = ToInt<int>(value);
+    else if (key == "ExecMainCode")
+      st.exec_main_code = ToInt<int>(value);
+    else if (key == "NRestarts")
+      st.n_restarts = ToInt<int>(value);
+    else if (key == "NeedDaemonReload")
+      st.need_reload = value == "yes";
+    else if (key == "TimeoutStopUSec")
+      st.timeout_stop = ParseSystemdTimespan(value);
   }
   return st;
 }
@@ -213,8 +225,8 @@ Status RunVerb(const std::string& verb, const std::string& unit, Duration timeou
   auto out = Systemctl(args, timeout);
   if (!out.ok()) return out.status();
   if (!out->ok()) {
-    return Status::Error("systemctl " + verb + (unit.empty() ? "" : " " + unit) + " failed: " +
-                         out->Reason());
+    return Status::Error("systemctl " + verb + (unit.empty() ? "" : " " + unit) +
+                         " failed: " + out->Reason());
   }
   return Status::Ok();
 }
@@ -250,9 +262,9 @@ std::string ProcessCount(size_t n) {
 }
 
 void SayJournal(const std::string& unit, const ActionContext& ctx) {
-  auto out = RunBlocking({"journalctl", "-u", unit, "-n", std::to_string(kJournalLines), "-o",
-                          "cat", "--no-pager"},
-                         kToolTimeout);
+  auto out = RunBlocking(
+      {"journalctl", "-u", unit, "-n", std::to_string(kJournalLines), "-o", "cat", "--no-pager"},
+      kToolTimeout);
   if (!out.ok() || !out->ok()) {
     ctx.say("no journal for " + unit + ": " + (out.ok() ? out->Reason() : out.status().message()));
     return;
@@ -354,15 +366,40 @@ std::string QuoteWord(const std::string& word, bool escape_dollar) {
   std::string body;
   for (unsigned char c : word) {
     switch (c) {
-      case '\\': body += "\\\\"; quote = true; break;
-      case '"': body += "\\\""; quote = true; break;
-      case '\'': body += c; quote = true; break;
-      case '\n': body += "\\n"; quote = true; break;
-      case '\t': body += "\\t"; quote = true; break;
-      case '\r': body += "\\r"; quote = true; break;
-      case ' ': body += c; quote = true; break;
-      case '%': body += "%%"; break;
-      case '$': body += escape_dollar ? "$$" : "$"; break;
+      case '\\':
+        body += "\\\\";
+        quote = true;
+        break;
+      case '"':
+        body += "\\\"";
+        quote = true;
+        break;
+      case '\'':
+        body += c;
+        quote = true;
+        break;
+      case '\n':
+        body += "\\n";
+        quote = true;
+        break;
+      case '\t':
+        body += "\\t";
+        quote = true;
+        break;
+      case '\r':
+        body += "\\r";
+        quote = true;
+        break;
+      case ' ':
+        body += c;
+        quote = true;
+        break;
+      case '%':
+        body += "%%";
+        break;
+      case '$':
+        body += escape_dollar ? "$$" : "$";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char hex[8];
@@ -471,8 +508,8 @@ Status ApplyEnabled(const std::string& unit, bool want, const ActionContext& ctx
       ctx.say(unit + " is not installed; nothing to disable");
       return Status::Ok();
     }
-    return Status::Error(unit + " cannot be " + word + ": it is not installed (LoadState=" +
-                         st->load_state + ")");
+    return Status::Error(unit + " cannot be " + word +
+                         ": it is not installed (LoadState=" + st->load_state + ")");
   }
   if (st->Enabled() == want) {
     ctx.say(unit + " is already " + word + " (" + st->unit_file_state + ")");
@@ -483,8 +520,8 @@ Status ApplyEnabled(const std::string& unit, bool want, const ActionContext& ctx
   if (!st.ok()) return st.status();
   if (st->Enabled() != want) {
     std::string why = st->unit_file_state == "static" ? " (no [Install] section)" : "";
-    return Status::Error(unit + " could not be " + word + ": UnitFileState=" +
-                         st->unit_file_state + why);
+    return Status::Error(unit + " could not be " + word + ": UnitFileState=" + st->unit_file_state +
+                         why);
   }
   ctx.say(unit + " is " + word);
   return Status::Ok();
@@ -535,7 +572,8 @@ Status Start(const std::string& unit, const ServiceAction& action, bool restart,
   if (!st.ok()) return st.status();
   if (!st->Loaded() && !(st->load_state == "not-found" && !st->Stopped())) {
     if (st->load_state == "not-found") {
-      return Status::Error(unit + " is not installed: no unit file (give `exec` to have deployd "
+      return Status::Error(unit +
+                           " is not installed: no unit file (give `exec` to have deployd "
                            "write one)");
     }
     return Status::Error(unit + " cannot be started: LoadState=" + st->load_state);
@@ -611,9 +649,8 @@ Status Stop(const std::string& unit, const ServiceAction& action, const ActionCo
     if (st->Stopped()) {
       std::vector<pid_t> left = CgroupProcs(*st);
       if (left.empty()) {
-        std::string result = st->result.empty() || st->result == "success"
-                                 ? ""
-                                 : " (Result=" + st->result + ")";
+        std::string result =
+            st->result.empty() || st->result == "success" ? "" : " (Result=" + st->result + ")";
         ctx.say(unit + " is stopped: " + st->State() + result + ", no process left in its cgroup");
         return Status::Ok();
       }
@@ -623,8 +660,7 @@ Status Stop(const std::string& unit, const ServiceAction& action, const ActionCo
       SayJournal(unit, ctx);
       std::string main = st->main_pid > 0 ? ", main " + ProcessName(st->main_pid) : "";
       return Status::Error(unit + " did not stop within " +
-                           FormatDuration(stop_timeout + kStopMargin) + ": " + st->State() +
-                           main);
+                           FormatDuration(stop_timeout + kStopMargin) + ": " + st->State() + main);
     }
     Pause();
   }

@@ -71,8 +71,10 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds limi
 // kill_sim_processes) and restores the environment.
 class SimHost {
  public:
-  SimHost() : old_path_(GetEnv("PATH")), old_sim_(GetEnv("DEPLOYD_SIM_DIR")),
-              old_cgroup_(GetEnv("DEPLOYD_CGROUP_ROOT")) {
+  SimHost()
+      : old_path_(GetEnv("PATH")),
+        old_sim_(GetEnv("DEPLOYD_SIM_DIR")),
+        old_cgroup_(GetEnv("DEPLOYD_CGROUP_ROOT")) {
     REQUIRE(fs::exists(kStandins / "systemctl"));
     std::string templ = (fs::temp_directory_path() / "deployd-service-test-XXXXXX").string();
     REQUIRE(::mkdtemp(templ.data()) != nullptr);
@@ -83,8 +85,9 @@ class SimHost {
     ::setenv("DEPLOYD_CGROUP_ROOT", (dir_ / "cgroup").c_str(), 1);
   }
   ~SimHost() {
-    std::string script = "import sys; sys.path.insert(0, sys.argv[1]); import simhost; "
-                         "sys.exit(len(simhost.kill_sim_processes(sys.argv[2])))";
+    std::string script =
+        "import sys; sys.path.insert(0, sys.argv[1]); import simhost; "
+        "sys.exit(len(simhost.kill_sim_processes(sys.argv[2])))";
     auto out = RunBlocking({"python3", "-c", script, kStandins.string(), dir_.string()},
                            std::chrono::seconds(30));
     CHECK(out.ok());
@@ -153,8 +156,8 @@ TEST_CASE("RenderUnitFile writes the vLLM-safe defaults", "[service_action]") {
   ServiceAction action;
   action.unit = "kimi.service";
   action.exec = {"/srv/venv/bin/vllm", "serve", "/models/kimi", "--port", "8000"};
-  action.environment = {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"HF_HUB_OFFLINE", "0"},
-                        {"NOTE", "50% of \"it\""}};
+  action.environment = {
+      {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"HF_HUB_OFFLINE", "0"}, {"NOTE", "50% of \"it\""}};
   action.user = "llm";
   action.working_directory = "/srv/llm";
   action.description = "Kimi K2.5 on vLLM (100% GPU)";
@@ -231,9 +234,10 @@ TEST_CASE("ExecStart arguments reach the program exactly", "[service_action]") {
       "open(tmp, 'w').write(json.dumps(sys.argv[2:]))\n"
       "os.rename(tmp, sys.argv[1])\n"
       "time.sleep(1000)\n";
-  std::vector<std::string> awkward = {
-      "two words", "", "50%", "%n", "$HOME", "${PATH}", "$$", "it's", "say \"hi\"",
-      "back\\slash", "new\nline", "tab\there", ";", "a;b", "-dash", "trailing\\"};
+  std::vector<std::string> awkward = {"two words", "",          "50%",  "%n",         "$HOME",
+                                      "${PATH}",   "$$",        "it's", "say \"hi\"", "back\\slash",
+                                      "new\nline", "tab\there", ";",    "a;b",        "-dash",
+                                      "trailing\\"};
   ServiceAction action = SleepService();
   action.exec = {"python3", "-c", script, argv_file.string()};
   action.exec.insert(action.exec.end(), awkward.begin(), awkward.end());
@@ -327,8 +331,10 @@ TEST_CASE("service started writes the unit, starts it, and is a no-op the second
   }
 }
 
-TEST_CASE("service stopped: a main process that ignores SIGTERM is killed with its children "
-          "at TimeoutStopSec", "[service_action]") {
+TEST_CASE(
+    "service stopped: a main process that ignores SIGTERM is killed with its children "
+    "at TimeoutStopSec",
+    "[service_action]") {
   SimHost host;
   ServiceAction action = SleepService("stubborn.service");
   action.exec = {"python3", "-c",
@@ -339,12 +345,14 @@ TEST_CASE("service stopped: a main process that ignores SIGTERM is killed with i
   action.stop_timeout = std::chrono::seconds(1);
   REQUIRE(RunServiceAction(action, host.Context()).ok());
   host.TakeSaid();
-  REQUIRE(WaitUntil([&] {
-    std::istringstream procs(host.CgroupProcs("stubborn.service"));
-    int n = 0;
-    for (pid_t pid; procs >> pid;) ++n;
-    return n == 2;
-  }, std::chrono::seconds(20)));
+  REQUIRE(WaitUntil(
+      [&] {
+        std::istringstream procs(host.CgroupProcs("stubborn.service"));
+        int n = 0;
+        for (pid_t pid; procs >> pid;) ++n;
+        return n == 2;
+      },
+      std::chrono::seconds(20)));
 
   action.state = "stopped";
   Status status = RunServiceAction(action, host.Context());
@@ -355,8 +363,7 @@ TEST_CASE("service stopped: a main process that ignores SIGTERM is killed with i
   CHECK(ProbeService(ServiceCheck("stubborn.service", "stopped")).passed);
 }
 
-TEST_CASE("service stopped fails when a process is left in the unit's cgroup",
-          "[service_action]") {
+TEST_CASE("service stopped fails when a process is left in the unit's cgroup", "[service_action]") {
   SimHost host;
   // KillMode=process (never what deployd writes): systemd signals the main process only, and a
   // worker with a renamed title stays behind in the cgroup.
@@ -369,12 +376,14 @@ TEST_CASE("service stopped fails when a process is left in the unit's cgroup",
   action.state = "started";
   REQUIRE(RunServiceAction(action, host.Context()).ok());
   host.TakeSaid();
-  REQUIRE(WaitUntil([&] {
-    std::istringstream procs(host.CgroupProcs("glm5.service"));
-    int n = 0;
-    for (pid_t pid; procs >> pid;) ++n;
-    return n == 2;
-  }, std::chrono::seconds(20)));
+  REQUIRE(WaitUntil(
+      [&] {
+        std::istringstream procs(host.CgroupProcs("glm5.service"));
+        int n = 0;
+        for (pid_t pid; procs >> pid;) ++n;
+        return n == 2;
+      },
+      std::chrono::seconds(20)));
 
   action.state = "stopped";
   Status status = RunServiceAction(action, host.Context());
@@ -397,8 +406,10 @@ TEST_CASE("service stopped fails when a process is left in the unit's cgroup",
                                       "inactive \\(dead\\): pid [0-9]+ \\(VLLM::Worker_TP0\\)"));
 }
 
-TEST_CASE("service started: a program that exits at once fails with its ExecMainStatus and "
-          "journal", "[service_action]") {
+TEST_CASE(
+    "service started: a program that exits at once fails with its ExecMainStatus and "
+    "journal",
+    "[service_action]") {
   SimHost host;
   ServiceAction action = SleepService();
   action.exec = {"/bin/sh", "-c", "echo 'error: unrecognized arguments: --bogus' >&2; exit 2"};
@@ -414,8 +425,9 @@ TEST_CASE("service started: a program that exits at once fails with its ExecMain
 
   CheckOutcome probe = ProbeService(ServiceCheck("kimi.service", "started"));
   CHECK_FALSE(probe.passed);
-  CHECK(probe.summary == "service kimi.service: activating (auto-restart); main process exited "
-                         "with status 2 (ExecMainStatus=2)");
+  CHECK(probe.summary ==
+        "service kimi.service: activating (auto-restart); main process exited "
+        "with status 2 (ExecMainStatus=2)");
   CHECK(probe.evidence.at("exec_main_status").as_int64() == 2);
 }
 
@@ -525,8 +537,9 @@ TEST_CASE("service errors a plan can cause", "[service_action]") {
   action.exec = {"bin/vllm", "serve"};
   CHECK(error(action) == "exec: the program 'bin/vllm' must be an absolute path or a name on PATH");
   action.exec = {"-/usr/bin/vllm"};
-  CHECK(error(action) == "exec: the program '-/usr/bin/vllm' starts with '-', which systemd "
-                         "reads as an ExecStart prefix");
+  CHECK(error(action) ==
+        "exec: the program '-/usr/bin/vllm' starts with '-', which systemd "
+        "reads as an ExecStart prefix");
   action = SleepService();
   action.environment = {{"BAD-NAME", "1"}};
   CHECK(error(action) == "environment: 'BAD-NAME' is not a valid variable name");
@@ -542,8 +555,8 @@ TEST_CASE("service errors a plan can cause", "[service_action]") {
     ctx.unit_dir = (host.dir() / "missing").string();
     Status status = RunServiceAction(SleepService(), ctx);
     REQUIRE_FALSE(status.ok());
-    CHECK(status.message() == "cannot write " + ctx.unit_dir +
-                                  "/kimi.service: No such file or directory");
+    CHECK(status.message() ==
+          "cannot write " + ctx.unit_dir + "/kimi.service: No such file or directory");
   }
 }
 
