@@ -31,6 +31,12 @@ struct ActionContext {
   std::string state_dir;                            // `remove` never deletes it
 };
 
+// `deployd --action JSON`: runs the action the request describes, saying its lines on
+// stdout; exit 0 when it succeeded, 1 with the reason as the last line when it failed.
+int BuiltinActionMain(std::string_view request);
+// `deployd --probe JSON`: one probe; prints {"passed", "summary", "evidence"} as one line.
+int BuiltinProbeMain(std::string_view request);
+
 }  // namespace deployd
 
 #endif  // DEPLOYD_BUILTIN_ACTION_H_

@@ -40,6 +40,10 @@ struct CheckOutcome {
 // 600GiB", …
 std::string DescribeCheck(const Check& check);
 
+// The program the blocking probes (service, process, gpus_free, weights_complete with sha256)
+// run as, `PROGRAM --probe JSON`: deployd itself ("/proc/self/exe") unless a test says.
+void SetProbeProgram(std::string program);
+
 // One attempt, bounded by check.timeout. `check` must outlive the returned awaitable.
 boost::asio::awaitable<CheckOutcome> ProbeOnce(const Check& check);
 

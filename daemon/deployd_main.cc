@@ -17,6 +17,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "builtin_action.h"
 #include "control_server.h"
 #include "daemon_config.h"
 #include "run_manager.h"
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
   // A background action's supervisor is this binary re-executed (supervisor.h): nothing of
   // the daemon (configuration, logging, signals) applies to it.
   if (argc > 1 && argv[1] == kSuperviseFlag) return SuperviseMain(argc, argv);
+  // Built-in actions and blocking probes run as children of the daemon (builtin_action.h).
+  if (argc == 3 && argv[1] == kBuiltinActionFlag) return BuiltinActionMain(argv[2]);
+  if (argc == 3 && argv[1] == kBuiltinProbeFlag) return BuiltinProbeMain(argv[2]);
 
   CLI::App app{"deployd: carries out deployment plans durably (see deployctl)"};
   std::string config_path;
@@ -127,6 +131,8 @@ int main(int argc, char** argv) {
   run_options.state_dir = config.state_dir;
   run_options.log_cap_bytes = config.log_max_size;
   run_options.retention = config.retention;
+  run_options.unit_dir = config.unit_dir;
+  run_options.allowed_roots = config.allowed_roots;
   run_options.on_activity = [&notifier](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
   };
