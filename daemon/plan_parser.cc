@@ -1126,7 +1126,30 @@ class PlanReader {
     if (const Entry* e = f.Get("idempotent")) step.idempotent = Bool(*e).value_or(false);
     if (const Entry* e = f.Get("secrets")) step.secrets = SecretNames(*e);
     if (download) DownloadDefaults(f.Get("watch"), step);
+    if (step.kind == ActionKind::kService &&
+        (step.service.state == "started" || step.service.state == "restarted"))
+      AddUnitExitPatterns(step);
     return step;
+  }
+
+  // A server that dies while it is being verified is noticed from systemd's own journal line
+  // at once, not when the readiness check runs out.
+  void AddUnitExitPatterns(Step& step) {
+    std::string unit;
+    for (char c : step.service.unit) {
+      if (std::string_view(".\\^$|?*+()[]{}").find(c) != std::string_view::npos) unit += '\\';
+      unit += c;
+    }
+    FailPattern exited;
+    exited.pattern = "^" + unit + ": Main process exited, code=(killed|dumped|exited, status=[1-9])";
+    exited.pos = step.pos;
+    exited.explanation = "the server's main process died (the lines before say why)";
+    step.watch.fail_on.push_back(exited);
+    FailPattern limit;
+    limit.pattern = "^" + unit + ": Start request repeated too quickly";
+    limit.pos = step.pos;
+    limit.explanation = "systemd gave up restarting the server (StartLimitBurst)";
+    step.watch.fail_on.push_back(limit);
   }
 
   // A download runs in the background, is watched by the bytes under its destination, and is
