@@ -31,6 +31,7 @@
 #include "child_process.h"
 #include "format_size.h"
 #include "http_probe.h"
+#include "json_expect.h"
 #include "plan_parser.h"
 #include "version.h"
 #include "weights_check.h"
@@ -251,6 +252,13 @@ asio::awaitable<CheckOutcome> ProbeHttp(const Check& check) {
                       status + ", body does not contain '" + check.body_contains + "'" +
                           (response->body_too_large ? " in its first 4MiB" : ""),
                       std::move(evidence));
+  if (std::optional<std::string> unmet = FirstUnmetExpectation(response->body, check.json)) {
+    evidence["error"] = *unmet;
+    co_return Outcome(check, false, status + ", " + *unmet, std::move(evidence));
+  }
+  if (!check.json.empty())
+    status += ", " + std::to_string(check.json.size()) +
+              (check.json.size() == 1 ? " json expectation met" : " json expectations met");
   co_return Outcome(check, true, status, std::move(evidence));
 }
 
@@ -718,6 +726,7 @@ std::string DescribeCheck(const Check& check) {
     case CheckKind::kHttp:
       if (check.status != 200) text += " status " + std::to_string(check.status);
       if (!check.body_contains.empty()) text += " containing '" + check.body_contains + "'";
+      for (const JsonExpectation& x : check.json) text += ", json " + DescribeExpectation(x);
       break;
     case CheckKind::kFile:
       if (check.absent) {

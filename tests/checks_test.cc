@@ -209,6 +209,42 @@ TEST_CASE("http check with body_contains looks into the body") {
   CHECK(Probe(ctx, check).passed);
 }
 
+TEST_CASE("http check with json expectations: vLLM's /v1/models lists the model") {
+  asio::io_context ctx;
+  TestHttpServer server(ctx, [](int) {
+    return std::pair(200, std::string(R"({"object":"list","data":[{"id":"/models/glm5"},)"
+                                      R"({"id":"/models/kimi","max_model_len":131072}]})"));
+  });
+  Check check = HttpCheck(server.Url("/v1/models"));
+  check.json = {{"data.*.id", JsonExpectation::Op::kEquals, "/models/kimi"},
+                {"data.1.max_model_len", JsonExpectation::Op::kEquals, "131072"},
+                {"object", JsonExpectation::Op::kContains, "lis"}};
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary ==
+        "http GET " + server.Url("/v1/models") + ": status 200, 3 json expectations met");
+  check.json = {{"data.*.id", JsonExpectation::Op::kEquals, "/models/qwen"}};
+  outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary == "http GET " + server.Url("/v1/models") +
+                               ": status 200, json data.*.id: no value equals '/models/qwen' "
+                               "(saw \"/models/glm5\", \"/models/kimi\")");
+  check.json = {{"data.5.id", JsonExpectation::Op::kEquals, "x"}};
+  outcome = Probe(ctx, check);
+  CHECK(outcome.summary ==
+        "http GET " + server.Url("/v1/models") + ": status 200, json data.5.id: nothing at this path");
+}
+
+TEST_CASE("http check with json expectations on a body that is not JSON") {
+  asio::io_context ctx;
+  TestHttpServer server(ctx, [](int) { return std::pair(200, std::string("<html>")); });
+  Check check = HttpCheck(server.Url("/v1/models"));
+  check.json = {{"data", JsonExpectation::Op::kContains, "x"}};
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary.find(": status 200, the body is not JSON (") != std::string::npos);
+}
+
 TEST_CASE("http body excerpt is cut at 512 bytes and is valid UTF-8") {
   asio::io_context ctx;
   TestHttpServer server(ctx, [](int index) {
