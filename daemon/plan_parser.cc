@@ -1124,7 +1124,12 @@ class PlanReader {
     if (const Entry* e = f.Get("watch"))
       step.watch = ReadWatch(*e, step.retries > 0 || retries_unreadable);
     if (const Entry* e = f.Get("idempotent")) step.idempotent = Bool(*e).value_or(false);
-    if (const Entry* e = f.Get("secrets")) step.secrets = SecretNames(*e);
+    if (const Entry* e = f.Get("secrets")) {
+      step.secrets = SecretNames(*e);
+      if (step.background && step.kind == ActionKind::kRun)
+        Error(PosOf(e->key), "'secrets' cannot be given to a background 'run' step (its output "
+                             "goes to the log without being redacted)");
+    }
     if (download) DownloadDefaults(f.Get("watch"), step);
     if (step.kind == ActionKind::kService &&
         (step.service.state == "started" || step.service.state == "restarted"))
