@@ -2,6 +2,9 @@
 
 #include <boost/json.hpp>
 
+#include "format_size.h"
+#include "plan_parser.h"
+
 namespace deployd {
 
 namespace json = boost::json;
@@ -106,6 +109,53 @@ std::string_view ActionKindName(ActionKind kind) {
     case ActionKind::kDownload: return "download";
   }
   return "unknown";
+}
+
+std::string DescribeAction(const Step& step) {
+  auto join = [](const std::vector<std::string>& v, std::string_view sep) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : std::string(sep)) + e;
+    return out;
+  };
+  switch (step.kind) {
+    case ActionKind::kService: {
+      const ServiceAction& a = step.service;
+      std::vector<std::string> what;
+      if (!a.state.empty()) what.push_back(a.state);
+      if (a.enabled) what.push_back(*a.enabled ? "enabled" : "disabled");
+      std::string text = a.unit + (what.empty() ? "" : ": " + join(what, ", "));
+      if (!a.exec.empty()) text += " (unit file with ExecStart=" + join(a.exec, " ") + ")";
+      return text;
+    }
+    case ActionKind::kKill:
+      return "processes matching '" + step.kill.match + "'" +
+             (step.kill.whole_groups ? " and their process groups" : "") +
+             ": SIGTERM, SIGKILL after " + FormatDuration(step.kill.grace);
+    case ActionKind::kGpusFree: {
+      const GpusFreeAction& a = step.gpus_free;
+      std::vector<std::string> gpus;
+      for (int g : a.gpu.gpus) gpus.push_back(std::to_string(g));
+      std::string which = gpus.empty()       ? "every GPU"
+                          : gpus.size() == 1 ? "GPU " + gpus[0]
+                                             : "GPUs " + join(gpus, ",");
+      return which +
+             " free (memory used at most " + FormatSize(a.gpu.max_used) + ", for " +
+             FormatDuration(a.stable_for) + ", within " + FormatDuration(a.within) +
+             (a.kill ? "; holders stopped, SIGKILL after " + FormatDuration(a.grace) : "") + ")";
+    }
+    case ActionKind::kRemove:
+      return step.remove.path;
+    case ActionKind::kDownload: {
+      const DownloadAction& a = step.download;
+      std::string text = a.repo + (a.revision.empty() ? "" : "@" + a.revision) + " into " + a.to;
+      if (a.size) text += " (" + FormatSize(*a.size) + ")";
+      return text;
+    }
+    case ActionKind::kRun:
+    case ActionKind::kApproval:
+      break;
+  }
+  return "";
 }
 
 std::string ActionRequestJson(const Step& step, const ActionContext& context) {

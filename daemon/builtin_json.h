@@ -35,6 +35,8 @@ std::string ProbeRequestJson(const Check& check);
 Result<Check> ParseProbeRequest(std::string_view text);
 
 std::string_view ActionKindName(ActionKind kind);
+// One line for `deployctl plan`: "kimi.service: started, enabled (unit file with …)".
+std::string DescribeAction(const Step& step);
 
 }  // namespace deployd
 

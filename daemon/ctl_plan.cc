@@ -54,6 +54,8 @@ void PrintStep(const json::object& s, int number) {
   if (Str(s, "action") == "approval") {
     std::cout << pad << "approval: " << Str(s, "approval") << "\n";
     std::cout << pad << "          (waits for `deployctl approve RUN " << Str(s, "id") << "`)\n";
+  } else if (Str(s, "action") != "run") {
+    std::cout << pad << Str(s, "action") << ": " << Str(s, "description") << "\n";
   } else {
     const json::object& command = s.at("command").as_object();
     if (command.at("shell").as_bool()) {

@@ -1149,11 +1149,13 @@ class PlanReader {
     exited.pattern = "^" + unit + ": Main process exited, code=(killed|dumped|exited, status=[1-9])";
     exited.pos = step.pos;
     exited.explanation = "the server's main process died (the lines before say why)";
+    exited.set = "systemd: the unit's main process died";
     step.watch.fail_on.push_back(exited);
     FailPattern limit;
     limit.pattern = "^" + unit + ": Start request repeated too quickly";
     limit.pos = step.pos;
     limit.explanation = "systemd gave up restarting the server (StartLimitBurst)";
+    limit.set = "systemd: the unit's main process died";
     step.watch.fail_on.push_back(limit);
   }
 
@@ -1422,6 +1424,7 @@ class PlanReader {
       pattern.pos = pos;
       pattern.explanation = std::string(p.explanation);
       pattern.fatal = !p.retryable;
+      pattern.set = std::string(name);
       watch.fail_on.push_back(std::move(pattern));
     }
   }
@@ -1521,7 +1524,7 @@ class PlanReader {
       if (!FailOnSet(node.Scalar()).empty()) {
         AddFailOnSet(node.Scalar(), pos, watch);
       } else if (std::optional<std::string> re = Regex(node, pos, "fail_on")) {
-        watch.fail_on.push_back(FailPattern{*re, pos, "", false});
+        watch.fail_on.push_back(FailPattern{*re, pos, "", false, ""});
       }
     };
     if (fail_on->value.IsScalar()) {

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include "builtin_json.h"
 #include "checks.h"
 #include "plan_parser.h"
 
@@ -42,9 +43,11 @@ asio::awaitable<json::array> ProbeAll(const std::vector<Check>& checks, bool& al
 asio::awaitable<json::object> StepToJson(const Step& step) {
   json::object o;
   o["id"] = step.id;
-  o["action"] = step.approval ? "approval" : "run";
+  o["action"] = ActionKindName(step.kind);
   if (step.approval) {
     o["approval"] = *step.approval;
+  } else if (step.kind != ActionKind::kRun) {
+    o["description"] = DescribeAction(step);
   } else {
     json::object command;
     command["shell"] = step.run.shell;
@@ -65,7 +68,15 @@ asio::awaitable<json::object> StepToJson(const Step& step) {
   for (const auto& [k, v] : step.env) env[k] = v;
   o["env"] = std::move(env);
   json::array fail_on;
-  for (const FailPattern& p : step.watch.fail_on) fail_on.emplace_back(p.pattern);
+  // A named set is shown by its name, once.
+  for (size_t i = 0; i < step.watch.fail_on.size(); ++i) {
+    const FailPattern& p = step.watch.fail_on[i];
+    if (p.set.empty()) {
+      fail_on.emplace_back(p.pattern);
+    } else if (i == 0 || step.watch.fail_on[i - 1].set != p.set) {
+      fail_on.emplace_back("[" + p.set + "]");
+    }
+  }
   o["fail_on"] = std::move(fail_on);
   if (const auto& p = step.watch.progress) {
     o["progress"] = {{"path", p->path},

@@ -893,6 +893,13 @@ void RunManager::OnBackgroundEnd(const std::string& run_id, size_t index, int ge
   const StepRecord& record = run->record.steps[index];
   if (end.ok()) {
     spdlog::info("{} {}: background action exited with status 0{}", run_id, record.id, when);
+    // Nothing is left to make progress: a verify that takes longer than stall_after (hashing
+    // the weights it downloaded, say) is not a stall.
+    LiveStep& live = run->live[index];
+    if (live.progress && gen == live.action_gen) {
+      live.progress->Stop();
+      live.progress.reset();
+    }
     return;
   }
   EventInfo info;
@@ -902,9 +909,14 @@ void RunManager::OnBackgroundEnd(const std::string& run_id, size_t index, int ge
     if (end.exit->signal) info.evidence["signal"] = end.exit->signal;
   }
   std::optional<BackgroundActionInfo> action = BackgroundActionInfo::FromJson(record.action);
-  info.evidence["output_tail"] = ToJson(ReadLastLines(
-      LogPath(run_id, record.id), action ? action->log_offset : 0, ChildProcess::kTailLines));
+  std::vector<std::string> tail = ReadLastLines(
+      LogPath(run_id, record.id), action ? action->log_offset : 0, ChildProcess::kTailLines);
+  info.evidence["output_tail"] = ToJson(tail);
   info.reason = (end.exit ? "background action " : "") + end.reason + when;
+  // A built-in action's last line says why it failed (builtin_action.h).
+  if (run->live[index].def->kind != ActionKind::kRun && end.exit && end.exit->code == 1 &&
+      !end.exit->signal && !tail.empty())
+    info.reason = tail.back() + when;
   if (!when.empty()) info.detail = "deployd restarted; " + info.reason;
   Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
 }

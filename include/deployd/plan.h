@@ -117,6 +117,7 @@ struct FailPattern {
   SourcePos pos;
   std::string explanation;  // from a named set (`fail_on: vllm`): what the line means
   bool fatal = false;       // no retry can fix it: the step fails without further attempts
+  std::string set;          // the named set it came from ("vllm"), or what implied it
 };
 
 // What a stalled step does: fail at once, or stop its process group and fire the action again
