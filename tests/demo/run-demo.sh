@@ -1,18 +1,21 @@
 #!/bin/sh
-# Runs the demo: starts deployd on a private socket and state directory, starts an "old model
-# server" for the plan to replace, applies plans/demo.yaml with live progress, shows the run,
-# and cleans up. Usage: tests/demo/run-demo.sh [BUILD_DIR]
+# Runs the demo: sets the scene — an "old model server" (with a worker process) serving old
+# weights, and a local "model hub" serving new weights, which stalls once halfway — starts
+# deployd on a private socket and state directory, applies plans/demo.yaml with live progress,
+# shows the run, and cleans up. Usage: tests/demo/run-demo.sh [BUILD_DIR]
+# With DEPLOYD_DEMO_STATUS=FILE, the run's `deployctl status --json` is also written to FILE.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
+tools=$top/tests/demo
 bin=${1:-$top/build}/bin
 work=$(mktemp -d /tmp/deployd-demo-XXXXXX)
 dir=$work/site
-mkdir -p "$dir/old"
-echo 'old model server' > "$dir/old/index.html"
 
 cleanup() {
   set +e
-  [ -f "$dir/old-server.pid" ] && kill "$(cat "$dir/old-server.pid")" 2>/dev/null
+  # The old server leads its own process group (its worker is in it): stop them together.
+  [ -n "${old_pid:-}" ] && kill -- "-$old_pid" 2>/dev/null
+  [ -n "${hub_pid:-}" ] && kill "$hub_pid" 2>/dev/null
   if [ -n "${new_pid:-}" ] && kill "$new_pid" 2>/dev/null; then
     # Its supervisor records the exit in the state directory: let it finish before removing it.
     for _ in $(seq 50); do
@@ -25,40 +28,64 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "== starting the old model server on 127.0.0.1:18700"
-python3 -m http.server 18700 --bind 127.0.0.1 --directory "$dir/old" >/dev/null 2>&1 &
-echo $! > "$dir/old-server.pid"
-python3 - <<'PY'
-import socket, time
-deadline = time.time() + 10
+wait_for_port() {
+  python3 - "$1" <<'PY'
+import socket, sys, time
+deadline = time.time() + 30
 while time.time() < deadline:
     try:
-        socket.create_connection(("127.0.0.1", 18700), timeout=1).close()
-        break
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        sys.exit(0)
     except OSError:
         time.sleep(0.05)
+sys.exit("nothing listens on 127.0.0.1:%s" % sys.argv[1])
 PY
+}
 
-echo "== starting deployd (state in $work/state)"
-"$bin/deployd" --socket "$work/deployd.sock" --state-dir "$work/state" 2>"$work/deployd.log" &
+echo "== the old model server (DEMO::OldServer + DEMO::Worker_0) serves $dir/models/old-3b on 127.0.0.1:18700"
+python3 "$tools/make-model.py" "$dir/models/old-3b" --shards 2 --shard-size 1048576
+setsid python3 "$tools/model-server.py" --title DEMO::OldServer --worker DEMO::Worker_0 \
+  --port 18700 --model "$dir/models/old-3b" >/dev/null 2>&1 &
+old_pid=$!
+
+echo "== a local model hub serves demo-7b (4 x 16MiB) on 127.0.0.1:18702; it will stall once"
+python3 "$tools/make-model.py" "$work/hub/demo-7b" --shards 4 --shard-size 16777216
+python3 "$tools/hub.py" --port 18702 --root "$work/hub" --rate 24MiB \
+  --stall-once demo-7b/model-00003-of-00004.safetensors 2>"$work/hub.log" &
+hub_pid=$!
+wait_for_port 18700
+wait_for_port 18702
+
+echo "== starting deployd (state in $work/state; remove confined to $dir)"
+printf 'allowed_roots: ["%s"]\n' "$dir" >"$work/deployd.yaml"
+"$bin/deployd" --config "$work/deployd.yaml" --socket "$work/deployd.sock" \
+  --state-dir "$work/state" 2>"$work/deployd.log" &
 daemon_pid=$!
 export DEPLOYD_SOCKET="$work/deployd.sock"
 for _ in $(seq 50); do [ -S "$DEPLOYD_SOCKET" ] && break; sleep 0.1; done
 
 echo "== deployctl apply plans/demo.yaml --wait"
 set +e
-"$bin/deployctl" apply "$top/plans/demo.yaml" --var dir="$dir" --wait
+"$bin/deployctl" apply "$top/plans/demo.yaml" --var dir="$dir" --var tools="$tools" --wait
 code=$?
 set -e
 run=$("$bin/deployctl" runs --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 echo
 echo "== deployctl status $run"
 "$bin/deployctl" status "$run" || true
-new_pid=$("$bin/deployctl" status "$run" --json | python3 -c '
+"$bin/deployctl" status "$run" --json >"$work/status.json" || true
+[ -n "${DEPLOYD_DEMO_STATUS:-}" ] && cp "$work/status.json" "$DEPLOYD_DEMO_STATUS"
+new_pid=$(python3 -c '
 import json, sys
-steps = {s["id"]: s for s in json.load(sys.stdin)["steps"]}
-print(steps["start-server"].get("pid") or "")')
+steps = {s["id"]: s for s in json.load(open(sys.argv[1]))["steps"]}
+print(steps["start-server"].get("pid") or "")' "$work/status.json")
 echo
-echo "== deployctl logs $run smoke-test"
-"$bin/deployctl" logs "$run" smoke-test
+echo "== what each step said (deployctl logs $run STEP)"
+for step in stop-old-server remove-old-weights download-weights start-server smoke-test; do
+  echo "-- $step"
+  "$bin/deployctl" logs "$run" "$step" | sed 's/^/   /'
+done
+echo
+echo "== what the hub saw"
+sed 's/^hub: /   /' "$work/hub.log"
 exit $code

@@ -1,17 +1,20 @@
 """The shipped plans: the demo passes end to end, and every plan under plans/ validates."""
 
 import glob
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
 from harness import DEPLOYCTL_BIN, DEPLOYD_BIN, SOURCE_DIR, SYSTEMD_VARS, TAG_VAR, kill_marked, unique_marker
 
-DEMO_PORTS = (18700, 18701)  # fixed in plans/demo.yaml and tests/demo/run-demo.sh
+# Fixed in plans/demo.yaml and tests/demo/run-demo.sh: the old server, the new one, the hub.
+DEMO_PORTS = (18700, 18701, 18702)
 
 
 def port_in_use(port):
@@ -57,13 +60,50 @@ class DemoTest(unittest.TestCase):
         # carries this tag and is killed afterwards.
         env[TAG_VAR] = unique_marker("demo")
         self.addCleanup(kill_marked, env[TAG_VAR], ("environ",))
+        tmp = tempfile.mkdtemp(prefix="deployd-e2e-demo-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        status_file = os.path.join(tmp, "status.json")
+        env["DEPLOYD_DEMO_STATUS"] = status_file
         cp = subprocess.run((prefix or []) + ["sh", script, build_dir], capture_output=True,
                             text=True, timeout=240, env=env, stdin=subprocess.DEVNULL)
+        out = cp.stdout
         output = cp.stdout + cp.stderr
         self.assertEqual(cp.returncode, 0, output)
-        self.assertIn("succeeded", cp.stdout, output)
-        self.assertRegex(cp.stdout, r"run demo-\d+ succeeded", output)
-        self.assertIn("8388608 bytes served", cp.stdout, output)
+        self.assertRegex(out, r"run demo-\d+ succeeded", output)
+        with open(status_file) as f:
+            steps = {s["id"]: s for s in json.load(f)["steps"]}
+        for step in ("stop-old-server", "remove-old-weights", "download-weights", "start-server",
+                     "smoke-test"):
+            self.assertEqual(steps[step]["state"], "succeeded", (step, output))
+
+        # kill: the old server and, with its process group, its worker; then no DEMO:: process
+        # of this demo is left and the port is free (the step's verify).
+        self.assertRegex(out, r"SIGTERM pid \d+ \(DEMO::OldServer\), group \d+", output)
+        self.assertRegex(out, r"SIGTERM pid \d+ \(DEMO::Worker_0\), group \d+", output)
+        self.assertIn("2 processes stopped by SIGTERM", out, output)
+
+        # remove: the old weights (2 shards and an index) are gone.
+        self.assertRegex(out, r"removed /tmp/deployd-demo-\w+/site/models/old-3b: 3 files, "
+                              r"1 directory, 2\.0MiB freed", output)
+
+        # The hub stalled once; deployd noticed after stall_after, stopped the attempt, and the
+        # second attempt resumed the partial shard and completed the weights.
+        self.assertEqual(out.count("stalling demo-7b/model-00003-of-00004.safetensors"), 1, output)
+        stalls = re.findall(r"download-weights +pending +no progress for 3s \(bytes under "
+                            r"/tmp/deployd-demo-\w+/site/models/demo-7b stuck at [\d.]+MiB\)",
+                            out)
+        self.assertEqual(len(stalls), 1, output)
+        self.assertRegex(out, r"download-weights +running +attempt 2\n", output)
+        self.assertNotIn("attempt 3", out, output)
+        self.assertEqual(steps["download-weights"]["attempts"], 2, output)
+        self.assertIn("model-00003-of-00004.safetensors: resuming at 8.0MiB", out, output)
+        self.assertEqual(out.count("model-00004-of-00004.safetensors: 16.0MiB"), 1, output)
+
+        # Readiness: the server answered /health and /v1/models once it had loaded the model,
+        # then the smoke test's completion.
+        self.assertIn("loaded 4 shards (4 tensors); serving on 127.0.0.1:18701", out, output)
+        self.assertIn('"GET /v1/models HTTP/1.1" 200', out, output)
+        self.assertIn("Hello from demo-7b, deployed and verified by deployd.", out, output)
 
 
 class ShippedPlansTest(unittest.TestCase):
