@@ -160,6 +160,20 @@ class StallTest(ProgressTestCase):
         # A background step's output does not reach the engine line by line (yet).
         self.wait_no_step_processes()
 
+    def test_a_background_action_that_finished_is_not_a_stall_while_it_verifies(self):
+        # The writer exits 0 after 1MiB; the verify then takes twice stall_after (hashing the
+        # weights, say): nothing is left to make progress, so nothing stalls.
+        plan = self.writer_plan("bg-done", "done", step_keys="""\
+    background: true
+    verify:
+      - run: 'sleep 4'
+""")
+        run, _ = self.d.apply(plan, check=0)
+        step = self.d.step(run, "download")
+        self.assertEqual(step["state"], "succeeded")
+        self.assertEqual(step["attempts"], 1)
+        self.assertEqual(self.attempts_started(plan), 1)
+
 
 # Prints tqdm-like redraws separated by '\r' (as tqdm does on a terminal), then waits for
 # MARKS/go, then finishes.
