@@ -62,7 +62,11 @@ CheckOutcome Probe(const Check& check) {
         return outcome;
       }
       outcome.passed = result->passed;
-      outcome.summary = result->summary;
+      // The library's summary reads "weights DIR: …"; a check's names its kind.
+      std::string prefix = "weights " + check.path + ": ";
+      outcome.summary = result->summary.rfind(prefix, 0) == 0
+                            ? "weights_complete " + result->summary.substr(8)
+                            : result->summary;
       outcome.evidence = std::move(result->evidence);
       return outcome;
     }

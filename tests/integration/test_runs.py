@@ -260,6 +260,44 @@ steps:
         self.assertEqual(step["evidence"]["check"], "weights_complete %s" % plan.work)
 
 
+class WeightsDigestTest(DaemonTestCase):
+    def test_sha256_digests_are_verified_in_a_probe_child(self):
+        import hashlib
+        plan = self.d.write_plan("digests.yaml", """\
+version: 1
+name: digests
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete:
+          path: '@DIR@'
+          sha256: {model-00001-of-00001.safetensors: '@GOOD@'}
+  - id: again
+    run: 'true'
+    verify:
+      - weights_complete:
+          path: '@DIR@'
+          sha256: {model-00001-of-00001.safetensors: '@BAD@'}
+""")
+        shard = plan.file("model-00001-of-00001.safetensors")
+        write_shard(shard, 8)
+        with open(shard, "rb") as f:
+            good = hashlib.sha256(f.read()).hexdigest()
+        with open(plan.path) as f:
+            text = f.read().replace("@GOOD@", good).replace("@BAD@", "0" * 64)
+        with open(plan.path, "w") as f:
+            f.write(text)
+        run, _ = self.d.apply(plan, check=1)
+        status = self.d.status_json(run)
+        self.assertEqual(self.d.step(run, "fetch", status)["state"], "succeeded")
+        again = self.d.step(run, "again", status)
+        self.assertEqual(again["state"], "failed")
+        self.assertIn("model-00001-of-00001.safetensors does not match its sha256", again["reason"])
+        self.assertTrue(again["reason"].startswith("verify failed: weights_complete %s: "
+                                                   % plan.work), again["reason"])
+
+
 class PreflightTest(DaemonTestCase):
     def test_failed_preflight_stops_the_run_before_any_step(self):
         plan = self.d.write_plan("preflight.yaml", """\
