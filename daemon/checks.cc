@@ -584,6 +584,17 @@ asio::awaitable<bool> WaitForExit(RunProbeState& state, ChildProcess& child, Dur
   co_return false;
 }
 
+// Starts a probe's child; its exit is recorded in `state` and wakes WaitForExit().
+Result<std::shared_ptr<ChildProcess>> StartProbeChild(asio::any_io_executor ex,
+                                                      const SpawnOptions& options,
+                                                      std::shared_ptr<RunProbeState> state,
+                                                      ChildProcess::LineHandler on_line) {
+  return ChildProcess::Start(ex, options, std::move(on_line), [state](const ExitStatus& status) {
+    state->exit = status;
+    state->wake.cancel();
+  });
+}
+
 asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
   json::object evidence = BaseEvidence(check);
   auto ex = co_await asio::this_coro::executor;
@@ -591,12 +602,8 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
   SpawnOptions options;
   options.argv = check.command.Argv();
   options.env = check.env;
-  Result<std::shared_ptr<ChildProcess>> started = ChildProcess::Start(
-      ex, options, [state](std::string_view line) { state->AddLine(line); },
-      [state](const ExitStatus& status) {
-        state->exit = status;
-        state->wake.cancel();
-      });
+  Result<std::shared_ptr<ChildProcess>> started =
+      StartProbeChild(ex, options, state, [state](std::string_view line) { state->AddLine(line); });
   if (!started.ok()) {
     evidence["error"] = started.status().message();
     co_return Outcome(check, false, started.status().message(), std::move(evidence));
@@ -672,12 +679,8 @@ asio::awaitable<CheckOutcome> ProbeInChild(const Check& check) {
   auto output = std::make_shared<std::string>();
   SpawnOptions options;
   options.argv = {ProbeProgram(), std::string(kBuiltinProbeFlag), ProbeRequestJson(check)};
-  Result<std::shared_ptr<ChildProcess>> started = ChildProcess::Start(
-      ex, options, [output](std::string_view piece) { *output += piece; },
-      [state](const ExitStatus& status) {
-        state->exit = status;
-        state->wake.cancel();
-      });
+  Result<std::shared_ptr<ChildProcess>> started =
+      StartProbeChild(ex, options, state, [output](std::string_view piece) { *output += piece; });
   if (!started.ok()) {
     evidence["error"] = started.status().message();
     co_return Outcome(check, false, started.status().message(), std::move(evidence));

@@ -1,25 +1,17 @@
 #include "gpu_state.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <boost/json/array.hpp>
 #include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
+#include "blocking_command.h"
 #include "process_table.h"
-
-extern char** environ;
 
 namespace deployd {
 namespace {
@@ -510,68 +502,15 @@ Status GpuStateError(const std::string& nvml_error, const std::string& nvidia_sm
 CommandRunner BlockingCommandRunner(Duration timeout) {
   return [timeout](const std::vector<std::string>& argv) -> Result<std::string> {
     if (argv.empty()) return Status::Error("empty command");
-    const std::string& program = argv[0];
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-      return Status::Error(std::string("pipe: ") + std::strerror(errno));
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    // The daemon's sockets are not close-on-exec (build-facts §3): the child gets none of them.
-    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, program.c_str(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(pipe_fds[1]);
-    if (rc != 0) {
-      ::close(pipe_fds[0]);
-      return Status::Error("cannot start '" + program + "': " + std::strerror(rc));
-    }
-    std::string output;
-    constexpr size_t kMaxOutput = 4 << 20;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    bool timed_out = false;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        timed_out = true;
-        break;
-      }
-      pollfd p{pipe_fds[0], POLLIN, 0};
-      int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) continue;  // the deadline is checked at the top
-      char buf[4096];
-      ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      if (output.size() < kMaxOutput) output.append(buf, static_cast<size_t>(n));
-    }
-    ::close(pipe_fds[0]);
-    if (timed_out) ::kill(pid, SIGKILL);
-    int wstatus = 0;
-    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) {
-      return Status::Error(program + ": no answer within " + std::to_string(timeout.count()) +
-                           "ms, killed");
-    }
-    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-      std::string first_line = output.substr(0, output.find('\n'));
-      std::string how = WIFEXITED(wstatus)
-                            ? "exit status " + std::to_string(WEXITSTATUS(wstatus))
-                            : "killed by signal " + std::to_string(WTERMSIG(wstatus));
-      return Status::Error(program + ": " + how +
+    Result<CommandOutput> run = RunBlocking(argv, timeout);
+    if (!run.ok()) return run.status();
+    if (!run->ok()) {
+      // nvidia-smi says why on stdout ("NVIDIA-SMI has failed because …").
+      std::string first_line = run->out.substr(0, run->out.find('\n'));
+      return Status::Error(argv[0] + ": " + run->How() +
                            (first_line.empty() ? "" : ": " + std::string(Trim(first_line))));
     }
-    return output;
+    return std::move(run->out);
   };
 }
 
