@@ -135,7 +135,7 @@ class PivotTestCase(DaemonTestCase):
         env["DEPLOYD_CGROUP_ROOT"] = os.path.join(self.sim, "cgroup")  # the stand-in's cgroups
         return env
 
-    def start_daemon(self, exclude=()):
+    def launch_daemon(self, exclude=()):
         self.d.start(extra_env=self.env(exclude))
 
     def tool(self, *argv, check=0):
@@ -261,7 +261,7 @@ class PivotTest(PivotTestCase):
         os.kill(crashed.pid, signal.SIGKILL)
         crashed.wait(10)
         self.assertEqual(len(self.gpu_apps()), 5 + 3 + 3, "GPUs 0-3, 6-7 and the orphans on 4-5")
-        self.start_daemon()
+        self.launch_daemon()
 
         run, cp = self.apply(TEARDOWN_PLAN, self.teardown_vars())
         self.assert_succeeded(run, cp)
@@ -275,15 +275,15 @@ class PivotTest(PivotTestCase):
         gpus_log = self.logs(run, "free-gpus")
         for pid in orphans:
             self.assertIn("pid %d (VLLM::" % pid, gpus_log)
-        self.assertRegex(self.logs(run, "remove-gguf"), r"removed %s: 3 files, 1 directories?, "
-                         % re.escape(self.gguf_dir))
+        self.assertIn("removed %s: 3 files, 1 directory, " % self.gguf_dir, self.logs(run, "remove-gguf"))
         self.assert_events_consistent(run)
 
         # The GGUF directory is gone, so a second GLM-5 leftover cannot come back; Kimi now.
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars())
         status = self.assert_succeeded(run, cp)
-        steps = {s["id"]: s for s in status["steps"]}
-        self.assertEqual([s["state"] for s in status["steps"]], ["succeeded"] * 7, json.dumps(status, indent=1))
+        steps = {s["id"]: s for s in status["steps"] if s["phase"] == "main"}
+        self.assertEqual([s["state"] for s in steps.values()], ["succeeded"] * 7, json.dumps(status, indent=1))
+        self.assertEqual(self.d.step(run, "report", status)["state"], "pending")  # on_failure did not run
         self.assertEqual(steps["download-weights"]["attempts"], 1)
         self.assert_events_consistent(run, status)
 
@@ -329,7 +329,7 @@ class PivotTest(PivotTestCase):
         starts = systemctl.count(["start", "kimi.service"])
         run2, cp = self.apply(KIMI_PLAN, self.kimi_vars())
         status = self.assert_succeeded(run2, cp)
-        self.assertEqual({s["id"]: s["state"] for s in status["steps"]},
+        self.assertEqual({s["id"]: s["state"] for s in status["steps"] if s["phase"] == "main"},
                          {"stop-glm5": "succeeded", "kill-leftovers": "skipped", "free-gpus": "skipped",
                           "remove-gguf": "succeeded", "upgrade-vllm": "skipped", "download-weights": "skipped",
                           "launch": "succeeded"})
@@ -341,7 +341,7 @@ class DownloadStallTest(PivotTestCase):
     def test_download_stalls_once_and_resumes(self):
         # The Xet stall: hf stops writing mid-shard and hangs with the process alive.
         self.flag("hf-stall-once")
-        self.start_daemon()
+        self.launch_daemon()
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars(download_stall_after="2s"))
         status = self.assert_succeeded(run, cp)
         step = self.d.step(run, "download-weights", status)
@@ -363,16 +363,14 @@ class DownloadStallTest(PivotTestCase):
 class HfMissingTest(PivotTestCase):
     def test_preflight_fails_and_nothing_changes(self):
         self.start_glm5_unit(tp=2)
-        self.start_daemon(exclude=("hf",))
+        self.launch_daemon(exclude=("hf",))
         before = len(self.calls())
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars(), check=1)
         status = self.d.status_json(run)
         self.assertEqual(status["state"], "failed")
         self.assertEqual({s["state"] for s in status["steps"]}, {"pending"}, json.dumps(status, indent=1))
-        self.assertIn("hf", cp.stdout + cp.stderr)
-        events = self.d.events(run)
-        preflight = [e for e in events if e["kind"] == "run.preflight"]
-        self.assertTrue(any("hf" in (e["detail"] or "") for e in preflight), json.dumps(events, indent=1))
+        # (on_failure runs only after a step failed; preflight changed nothing to report on)
+        self.assertEqual(status["reason"], "preflight failed: command hf: neither hf nor huggingface-cli is on PATH")
         # The old server still serves; deployd stopped nothing, installed nothing, fetched nothing.
         self.assertEqual(self.show("glm5.service", "ActiveState")["ActiveState"], "active")
         self.assertEqual(http_get("http://127.0.0.1:%d/health" % self.port)[0], 200)
@@ -389,7 +387,7 @@ class LaunchOomTest(PivotTestCase):
         # Loading lasts 12s; the OOM comes at 30% of the shards, after the unit has settled.
         self.flag("vllm-load-seconds", "12")
         self.flag("vllm-oom")
-        self.start_daemon()
+        self.launch_daemon()
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars(ready_within="10m"), check=1)
         status = self.d.status_json(run)
         self.assertEqual(status["state"], "failed")
@@ -402,13 +400,13 @@ class LaunchOomTest(PivotTestCase):
         # The measured latency: the line in the journal -> the step's failure event.
         with open(os.path.join(self.sim, "journal", "kimi.service.jsonl")) as f:
             entries = [json.loads(line) for line in f if line.strip()]
-        oom_at = [e for e in entries if "CUDA out of memory" in e.get("message", "")]
+        oom_at = [e for e in entries if "CUDA out of memory" in e.get("msg", "")]
         self.assertTrue(oom_at, "no OOM line in the journal")
         failed = [e for e in events if e["step_id"] == "launch" and e["kind"] == "step.state"
                   and e["state"] == "failed"][0]
         started = [e for e in events if e["step_id"] == "launch" and e["kind"] == "step.state"
                    and e["state"] == "running"][0]
-        t_line = float(oom_at[0]["time"])
+        t_line = float(oom_at[0]["t"])
         print("\nOOM: journal line -> launch failed: %.0f ms (launch fired -> failed: %.1f s; ready_within 10m)"
               % (failed["at_ms"] - t_line * 1000, (failed["at_ms"] - started["at_ms"]) / 1000.0), file=sys.stderr)
         # on_failure reported the host's state, and changed nothing.
