@@ -30,8 +30,9 @@ import unittest
 import urllib.error
 import urllib.request
 
-import harness
-from harness import DaemonTestCase, wait_until
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also when run from the repo root
+import harness  # noqa: E402
+from harness import DaemonTestCase, wait_until  # noqa: E402
 
 STANDINS = os.path.join(harness.SOURCE_DIR, "tests", "standins")
 PLANS = os.path.join(harness.SOURCE_DIR, "plans")
