@@ -419,6 +419,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
   facts.max_attempts = def.max_attempts();
   facts.recovering = live.recovering;
   facts.restart_on_stall = def.watch.on_stall == OnStall::kRestart;
+  facts.follows_output = live.journal != nullptr;
   if (info.final) facts.max_attempts = facts.attempts;
   StepTransition t = NextState(record.state, facts, event);
   if (!t.valid) {

@@ -68,8 +68,9 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
     case StepEvent::kActionFailed:
       if (f.approval) break;
       if (state == S::kRunning) return AfterFailure(f, {E::kStopAction});
-      // Only a background action is still alive while the step verifies.
-      if (state == S::kVerifying && f.background)
+      // Only a background action is still alive while the step verifies, or a followed
+      // journal still speaks for a foreground one.
+      if (state == S::kVerifying && (f.background || f.follows_output))
         return AfterFailure(f, {E::kStopVerify, E::kStopAction});
       break;
     case StepEvent::kStalled:

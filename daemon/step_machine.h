@@ -27,6 +27,9 @@ struct StepFacts {
   int max_attempts = 1;  // retries + 1
   bool recovering = false;  // re-verifying after a daemon restart interrupted the step
   bool restart_on_stall = false;  // watch.on_stall: restart (else a stall fails at once)
+  // A foreground action whose output is still followed while the step verifies (a service
+  // step's journal): a fail_on line then fails the step as a background action's exit does.
+  bool follows_output = false;
 };
 
 enum class StepEvent {

@@ -105,6 +105,33 @@ TEST_CASE("step machine: skip_if and verify, attempts left") {
   CheckTable(f, table);
 }
 
+TEST_CASE("step machine: foreground service step whose journal is followed while it verifies") {
+  StepFacts f;
+  f.has_verify = true;
+  f.idempotent = true;
+  f.follows_output = true;
+  f.attempts = 1;
+  auto table = Common();
+  table["pending"] = {{"start", "running:fire"},
+                      {"skip-matched", "skipped"},
+                      {"skip-not-matched", "running:fire"},
+                      {"retry-due", "running:fire"},
+                      {"cancel", "cancelled"},
+                      {"operator-skip", "skipped"}};
+  table["running"] = {{"action-succeeded", "verifying:start-verify"},
+                      {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"},
+                      {"cancel", "cancelled:stop-action"},
+                      {"recover", "verifying:start-verify"}};
+  // A fail_on line of the journal (vLLM's CUDA OOM) ends the wait for readiness.
+  table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
+                        {"verify-passed", "succeeded"},
+                        {"verify-failed", "failed:stop-action"},
+                        {"cancel", "cancelled:stop-verify,stop-action"},
+                        {"recover", "verifying:start-verify"}};
+  CheckTable(f, table);
+}
+
 TEST_CASE("step machine: background step with verify, last attempt") {
   StepFacts f;
   f.background = true;
