@@ -96,6 +96,10 @@ struct LiveStep {
   bool awaiting = false;  // a retry delay or skip_if checks are pending
   std::shared_ptr<ChildProcess> child;
   std::shared_ptr<ChildProcess> journal;  // a `service` step's `journalctl -f`, for fail_on
+  // The journal's lines meet fail_on once systemd has said "Started …" (or the action has
+  // succeeded): what a restart's stop phase logs ("Main process exited, code=killed") is not a
+  // failure of the new server.
+  bool journal_armed = false;
   std::shared_ptr<ProgressWatch> progress;  // watch.progress, from fire until the action ends
   std::shared_ptr<BackgroundAction> background;  // while the step watches it
   std::unique_ptr<LogFollower> output;  // a background action's log, for fail_on and progress
@@ -583,6 +587,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     FailSoon(run_id, index, gen, secrets.status().message());
     return;
   }
+  FollowJournal(run, index, gen);
 
   SpawnOptions options;
   options.argv = ActionArgv(def);
@@ -618,7 +623,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     std::string last_line = live.child && !live.child->Tail().empty() ? live.child->Tail().back() : "";
     if (gen == live.action_gen) live.child.reset();
     if (status.ok()) {
-      if (gen == live.action_gen) FollowJournal(*run, index, gen);
+      if (gen == live.action_gen) live.journal_armed = true;
       Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction, gen);
       return;
     }
@@ -770,8 +775,9 @@ Result<std::map<std::string, std::string>> RunManager::LoadSecrets(const ActiveR
   return values;
 }
 
-// `journalctl -u UNIT -f -n 0 -o cat` from the moment the unit was started (the action has
-// exited 0) until the step ends: the server's lines go to the step's log and meet fail_on.
+// `journalctl -u UNIT -f -n 0 -o cat`, started before the action, until the step ends: the
+// server's lines go to the step's log and, once the unit has started, meet fail_on — so a
+// server that dies in its first seconds is caught from its own lines too.
 void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
   LiveStep& live = run.live[index];
   const Step& def = *live.def;
@@ -783,7 +789,15 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
   options.argv = {"journalctl", "-u", def.service.unit, "-f", "-n", "0", "-o", "cat"};
   options.log_path = LogPath(run_id, def.id);
   options.log_cap_bytes = options_.log_cap_bytes;
+  live.journal_armed = false;
   auto on_line = [this, run_id, index, gen](std::string_view line) {
+    ActiveRun* run = Find(run_id);
+    if (!run || run->live[index].action_gen != gen) return;
+    LiveStep& live = run->live[index];
+    if (!live.journal_armed) {
+      live.journal_armed = line.starts_with("Started ");
+      return;
+    }
     OnOutputLine(run_id, index, gen, line);
   };
   auto on_exit = [run_id, unit = def.service.unit](const ExitStatus& status) {

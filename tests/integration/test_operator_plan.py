@@ -134,8 +134,8 @@ steps:
         cp = self.d.ctl("plan", plan, check=2)
         self.assertEqual(cp.stdout, "")
         self.assertEqual(cp.stderr, """\
-{plan}:5:5: error: a step has one action: 'run' or 'approval', not both
-    approval: ok?
+{plan}:6:5: error: a step has one action: 'approval' or 'run', not both
+    run: make
     ^
 """.format(plan=plan.path))
         cp = self.d.ctl("plan", plan, "--var", "nope=1", check=2)
