@@ -87,7 +87,7 @@ constexpr Duration kDownloadStallAfter = std::chrono::minutes(10);
 constexpr int kDownloadRetries = 3;
 constexpr std::array<std::string_view, 2> kTcpKeys = {"host", "port"};
 constexpr std::array<std::string_view, 3> kFileKeys = {"path", "absent", "min_size"};
-constexpr std::array<std::string_view, 2> kDiskFreeKeys = {"path", "at_least"};
+constexpr std::array<std::string_view, 3> kDiskFreeKeys = {"path", "at_least", "count_present"};
 constexpr std::array<std::string_view, 2> kPortFreeKeys = {"port", "host"};
 constexpr std::array<std::string_view, 3> kWatchKeys = {"fail_on", "progress", "on_stall"};
 constexpr std::array<std::string_view, 4> kProgressKeys = {"path", "stall_after", "every", "total"};
@@ -710,6 +710,10 @@ class PlanReader {
       } else {
         Error(PosOf(v), "missing required key 'at_least' in 'disk_free'");
       }
+      // A download's destination: what is already there counts (it resumes), and the path
+      // may not exist yet.
+      if (const Entry* present = f.Get("count_present"))
+        check.credit_existing = Bool(*present).value_or(false);
     } else if (e.name == "weights_complete") {
       check.kind = CheckKind::kWeightsComplete;
       if (v.IsScalar()) {
@@ -1305,8 +1309,31 @@ class PlanReader {
 
   void ReadGpuSelection(const Fields& f, GpuSelection& gpu) {
     if (const Entry* g = f.Get("gpus")) {
-      if (g->value.IsScalar() && g->value.Scalar() == "all") {
-        // every GPU: the empty list
+      if (g->value.IsScalar()) {
+        // "all", or "0,1,2,3" (so that a variable can hold the list)
+        std::optional<std::string> text = String(*g);
+        if (!text || *text == "all") return ReadMaxUsed(f, gpu);
+        std::string_view rest = *text;
+        while (true) {
+          size_t comma = rest.find(',');
+          std::string_view item = rest.substr(0, comma);
+          while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+          while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+          std::optional<std::int64_t> n = ParseInteger(item);
+          if (!n || *n < 0 || *n > 1023) {
+            Error(ValuePos(*g), "'gpus' must be all, a list of GPU indices or \"0,1,2,3\", not " +
+                                    Quoted(*text));
+            gpu.gpus.clear();
+            break;
+          }
+          if (std::find(gpu.gpus.begin(), gpu.gpus.end(), *n) != gpu.gpus.end()) {
+            Error(ValuePos(*g), "GPU " + std::to_string(*n) + " is listed twice in 'gpus'");
+          } else {
+            gpu.gpus.push_back(static_cast<int>(*n));
+          }
+          if (comma == std::string_view::npos) break;
+          rest = rest.substr(comma + 1);
+        }
       } else if (g->value.IsSequence()) {
         for (auto it = g->value.begin(); it != g->value.end(); ++it) {
           YAML::Node item = *it;
@@ -1322,6 +1349,10 @@ class PlanReader {
         Error(ValuePos(*g), "'gpus' must be a list of GPU indices (e.g. [0, 1, 2, 3]) or all");
       }
     }
+    ReadMaxUsed(f, gpu);
+  }
+
+  void ReadMaxUsed(const Fields& f, GpuSelection& gpu) {
     if (const Entry* m = f.Get("max_used")) gpu.max_used = SizeValue(*m).value_or(gpu.max_used);
   }
 
@@ -1708,7 +1739,11 @@ class PlanReader {
           check.alternatives = {"huggingface-cli"};
           plan.preflight.push_back(check);
         }
-        if (step.download.size) {
+        bool space_checked = std::any_of(
+            plan.preflight.begin(), plan.preflight.end(), [&](const Check& c) {
+              return c.kind == CheckKind::kDiskFree && c.path == step.download.to;
+            });
+        if (step.download.size && !space_checked) {
           Check space;
           space.kind = CheckKind::kDiskFree;
           space.pos = step.pos;

@@ -230,3 +230,36 @@ steps:
   CHECK(dl.watch.fail_on.front().pattern == "Traceback");
   CHECK(dl.watch.fail_on.size() == 1 + FailOnSet("hf").size());
 }
+
+TEST_CASE("built-in actions: GPU lists from a variable, and space counted with what is there",
+          "[plan_builtin]") {
+  ParseResult r = ParsePlan(R"(version: 1
+name: t
+vars:
+  gpus: 0, 1,2
+preflight:
+  - disk_free: {path: /m, at_least: 600GiB, count_present: true}
+steps:
+  - id: free
+    gpus_free: {gpus: '${gpus}'}
+  - id: dl
+    download: {repo: a/b, to: /m, size: 540GB}
+)",
+                            "plan.yaml", {});
+  REQUIRE(r.errors.empty());
+  CHECK(r.plan->steps[0].gpus_free.gpu.gpus == std::vector<int>{0, 1, 2});
+  // The plan's own space check on the destination replaces the implied one.
+  REQUIRE(r.plan->preflight.size() == 2);
+  CHECK(r.plan->preflight[0].credit_existing);
+  CHECK(r.plan->preflight[0].at_least == 600ull << 30);
+  CHECK(r.plan->preflight[1].name == "hf");
+  CHECK(Problems(R"(version: 1
+name: t
+steps:
+  - id: free
+    gpus_free: {gpus: '0,x'}
+  - id: again
+    gpus_free: {gpus: '1,1'}
+)") == "5:23: 'gpus' must be all, a list of GPU indices or \"0,1,2,3\", not '0,x'\n"
+       "7:23: GPU 1 is listed twice in 'gpus'\n");
+}

@@ -207,7 +207,8 @@ WantedBy=multi-user.target
         v = {"old_weights": self.gguf_dir, "leftovers": "vllm serve " + regex_literal(self.gguf_dir),
              "kill_grace": "5s", "gpus_stable_for": "500ms", "gpus_within": "30s",
              "venv": self.venv, "vllm_min_version": "0.16.0",
-             "model_dir": self.model_dir, "model_size": "8MiB", "hf_token_file": self.token_file,
+             "model_dir": self.model_dir, "model_size": "8MiB", "disk_needed": "16MiB",
+             "hf_token_file": self.token_file,
              "download_stall_after": "5s", "download_sample_every": "500ms",
              "weights_after": "200ms", "weights_every": "200ms", "download_within": "2m",
              "port": str(self.port), "ready_after": "200ms", "ready_every": "200ms", "ready_within": "2m"}
@@ -298,9 +299,10 @@ class PivotTest(PivotTestCase):
         self.assertEqual(st, {"ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"})
         with open(os.path.join(self.sim, "units", "kimi.service")) as f:
             unit = f.read()
-        self.assertIn("ExecStart=%s serve %s --served-model-name Kimi-K2.5-NVFP4 --tensor-parallel-size 4 --port %d"
+        self.assertIn("ExecStart=%s serve %s --served-model-name Kimi-K2.5-NVFP4 --tensor-parallel-size 4 "
+                      "--pipeline-parallel-size 2 --port %d"
                       % (os.path.join(self.venv, "bin", "vllm"), self.model_dir, self.port), unit)
-        self.assertIn("Environment=CUDA_VISIBLE_DEVICES=0,1,2,3", unit)
+        self.assertIn("Environment=CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", unit)
         self.assertEqual(http_get("http://127.0.0.1:%d/health" % self.port)[0], 200)
         models = json.loads(http_get("http://127.0.0.1:%d/v1/models" % self.port)[1])
         self.assertEqual([(m["id"], m["root"]) for m in models["data"]], [("Kimi-K2.5-NVFP4", self.model_dir)])
