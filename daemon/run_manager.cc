@@ -520,6 +520,12 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event,
         StartAction(*run, index);
         break;
       case StepEffect::kStartVerify:
+        // Re-verifying after a restart of deployd: the unit has long started, so its journal
+        // meets fail_on at once.
+        if (event == StepEvent::kRecover && !live.journal) {
+          FollowJournal(*run, index, live.action_gen);
+          live.journal_armed = true;
+        }
         StartChecks(*run, index, /*skip_if=*/false);
         break;
       case StepEffect::kStopVerify:
