@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -229,6 +231,32 @@ std::string_view TrimRight(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
+
+// tqdm redraws each bar many times a second ("model-00001-of-00064.safetensors:  45%|####  |
+// 2.2G/5.0G [01:02<01:20, 35.1MB/s]"): over a 540 GB download that is millions of lines in the
+// step's log. A bar (known by its text before the percentage) is relayed at most once a second,
+// and always when it reaches 100%; every other line at once. Progress itself is measured from
+// the bytes on disk, not from these lines.
+class BarThrottle {
+ public:
+  bool Pass(std::string_view line, std::chrono::steady_clock::time_point now) {
+    size_t bar = line.find("%|");
+    if (bar == std::string_view::npos) return true;
+    size_t start = bar;
+    while (start > 0 && (std::isdigit(static_cast<unsigned char>(line[start - 1])) ||
+                         line[start - 1] == '.'))
+      --start;
+    if (line.substr(start, bar - start) == "100") return true;
+    std::string label(TrimRight(line.substr(0, start)));
+    auto [last, first] = last_.try_emplace(label, now);
+    if (!first && now - last->second < std::chrono::seconds(1)) return false;
+    last->second = now;
+    return true;
+  }
+
+ private:
+  std::map<std::string, std::chrono::steady_clock::time_point> last_;
+};
 
 bool HaveToken() {
   for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
@@ -498,10 +526,11 @@ Status RunDownloadAction(const DownloadAction& action, const ActionContext& ctx)
   ctx.say("running " + ShowArgv(argv));
 
   FailureClues clues;
+  BarThrottle bars;
   auto on_line = [&](std::string_view raw) {
     std::string_view line = TrimRight(raw);
     if (line.empty()) return;  // tqdm erases its bar with spaces before a log line
-    ctx.say(line);
+    if (bars.Pass(line, std::chrono::steady_clock::now())) ctx.say(line);
     clues.Add(std::string(line));
   };
   auto started = std::chrono::steady_clock::now();

@@ -327,6 +327,35 @@ TEST_CASE("download: other failures name the status and the last line; 416 the .
   }
 }
 
+TEST_CASE("download: progress bar redraws reach the log at most once a second per bar",
+          "[download_action]") {
+  HfHost host("");
+  // 500 redraws of two bars in well under a second, as tqdm does with \r, then both at 100%.
+  std::ofstream(host.bin + "/hf")
+      << "#!/usr/bin/env python3\n"
+         "import sys\n"
+         "for i in range(500):\n"
+         "    for name in ('a.safetensors', 'b.safetensors'):\n"
+         "        sys.stdout.write('%s: %3d%%|#   | %d/1000 [00:01<00:09]\\r' % (name, i // 10, i))\n"
+         "sys.stdout.write('a.safetensors: 100%|####| 1000/1000\\n')\n"
+         "sys.stdout.write('b.safetensors: 100%|####| 1000/1000\\n')\n"
+         "print('Download complete.')\n";
+  fs::permissions(host.bin + "/hf", fs::perms::owner_all);
+  Status status = RunDownloadAction(Action(host), host.ctx);
+  REQUIRE(status.ok());
+  auto count = [&](const std::string& prefix) {
+    return std::count_if(host.said.begin(), host.said.end(),
+                         [&](const std::string& l) { return l.starts_with(prefix); });
+  };
+  // The first redraw of each bar, perhaps one more if the machine is slow, and the last.
+  CHECK(count("a.safetensors:") >= 2);
+  CHECK(count("a.safetensors:") < 20);
+  CHECK(count("b.safetensors:") < 20);
+  CHECK(host.SaidLine("a.safetensors: 100%|####| 1000/1000"));
+  CHECK(host.SaidLine("b.safetensors: 100%|####| 1000/1000"));
+  CHECK(host.SaidLine("Download complete."));
+}
+
 TEST_CASE("download: huggingface-cli when hf is absent, with its list syntax",
           "[download_action]") {
   HfHost host("huggingface-cli");
