@@ -418,6 +418,8 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
         open = co_await Send(next);
       }
       if (ended || !open) break;
+      // A wake-up while a line was being sent had no wait to cancel: look before waiting.
+      if (!stream->queue.empty() || (stream->step_done && stream->exited)) continue;
       wake_.expires_at(asio::steady_timer::time_point::max());
       auto result = co_await (wake_.async_wait(kTuple) ||
                               socket_.async_wait(stream_protocol::socket::wait_read, kTuple));
