@@ -86,18 +86,6 @@ class ExitWaiter {
   std::map<TargetKey, int> fds_;
 };
 
-// Waits until no target of `plan` is left or `limit` has passed; the survivors then.
-std::vector<Survivor> WaitUntilGone(KillPlan& plan, Duration limit) {
-  auto deadline = Clock::now() + limit;
-  ExitWaiter waiter;
-  for (;;) {
-    std::vector<Survivor> survivors = plan.Survivors();
-    auto left = deadline - Clock::now();
-    if (survivors.empty() || left <= Clock::duration::zero()) return survivors;
-    waiter.WaitForAnyExit(survivors, left);
-  }
-}
-
 // SignalReport lines start with the target's name: "pid 7 (sleep): exited".
 bool Mentions(const std::vector<std::string>& lines, const KillTarget& target) {
   std::string prefix = target.Name() + ": ";
@@ -145,6 +133,17 @@ std::string Excerpt(const std::string& text, size_t max) {
 }
 
 }  // namespace
+
+std::vector<Survivor> WaitUntilGone(KillPlan& plan, Duration limit) {
+  auto deadline = Clock::now() + limit;
+  ExitWaiter waiter;
+  for (;;) {
+    std::vector<Survivor> survivors = plan.Survivors();
+    auto left = deadline - Clock::now();
+    if (survivors.empty() || left <= Clock::duration::zero()) return survivors;
+    waiter.WaitForAnyExit(survivors, left);
+  }
+}
 
 Status StopProcesses(KillPlan& plan, Duration grace, const ActionContext& ctx, Duration verify) {
   SignalReport term = plan.Signal(SIGTERM);

@@ -34,6 +34,10 @@ Status RunKillAction(const KillAction& action, const ActionContext& ctx);
 Status StopProcesses(KillPlan& plan, Duration grace, const ActionContext& ctx,
                      Duration verify = kKillVerifyWindow);
 
+// Waits (on pidfds, waking the moment one exits) until no target of `plan` is left or `limit`
+// has passed; returns the survivors then.
+std::vector<Survivor> WaitUntilGone(KillPlan& plan, Duration limit);
+
 // kind kProcess: passes when a process matching check.match runs (with check.absent: when none
 // does). Selected as `kill` selects, without process groups, so deployd's own processes (whose
 // command lines may carry the pattern) never count. The summary names up to 5 by pid and title:

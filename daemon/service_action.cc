@@ -19,10 +19,10 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "blocking_command.h"
+#include "kill_action.h"
 #include "plan_parser.h"
 #include "process_table.h"
 
@@ -36,9 +36,6 @@ using Clock = std::chrono::steady_clock;
 constexpr Duration kToolTimeout = 30s;
 // Beyond TimeoutStopSec: systemd's SIGKILL, the final cleanup and our own reads.
 constexpr Duration kStopMargin = 30s;
-// How often a wait re-reads `systemctl show` (the child blocks; systemd has no cheap event
-// for us short of D-Bus).
-constexpr Duration kSample = 200ms;
 // After a start, the unit must keep the same running main process this long: a server that
 // dies on a bad flag or a missing file does so at once, and Type=exec reported "started"
 // before that.
@@ -277,8 +274,6 @@ void SayJournal(const std::string& unit, const ActionContext& ctx) {
     if (!line.empty()) ctx.say("  " + line);
   }
 }
-
-void Pause() { std::this_thread::sleep_for(kSample); }
 
 // ---------------------------------------------------------------- validation
 
@@ -535,35 +530,38 @@ std::string NotRunning(const std::string& unit, const UnitStatus& st) {
   return text;
 }
 
-// Samples the unit for kSettle after a start: it must be running with one main process
-// throughout. The journal's last lines are said when it is not.
+// Waits until the processes `pids` have exited or `limit` has passed, on pidfds: the exit is
+// seen the moment it happens.
+void WaitUntilGone(std::vector<pid_t> pids, Duration limit) {
+  KillOptions options;
+  options.pids = std::move(pids);
+  options.whole_groups = false;
+  if (Result<KillPlan> plan = KillPlan::Select(options); plan.ok()) WaitUntilGone(*plan, limit);
+}
+
+// After a start the unit must keep running with the same main process for kSettle: a server
+// that exits on a bad flag is caught here, the moment its main process exits. The journal's
+// last lines are said when it does not.
 Status ProveRunning(const std::string& unit, const ActionContext& ctx) {
-  auto settle_end = Clock::now() + kSettle;
-  pid_t main_pid = 0;
-  int restarts = -1;
-  for (;;) {
-    auto st = Show(unit);
-    if (!st.ok()) return st.status();
-    if (restarts < 0) restarts = st->n_restarts;
-    bool settled = Clock::now() >= settle_end;
-    if (st->Running()) {
-      if (main_pid == 0) main_pid = st->main_pid;
-      if (st->main_pid != main_pid || st->n_restarts > restarts) {
-        SayJournal(unit, ctx);
-        return Status::Error(unit + " restarted right after starting (main pid " +
-                             std::to_string(main_pid) + ", then " + std::to_string(st->main_pid) +
-                             "): it is crash-looping");
-      }
-      if (settled) {
-        ctx.say(unit + " is active (running), main " + ProcessName(st->main_pid));
-        return Status::Ok();
-      }
-    } else if (!st->Starting() || settled) {
-      SayJournal(unit, ctx);
-      return Status::Error(NotRunning(unit, *st));
-    }
-    Pause();
+  auto started = Show(unit);
+  if (!started.ok()) return started.status();
+  if ((started->Running() || started->Starting()) && started->main_pid > 0)
+    WaitUntilGone({started->main_pid}, kSettle);
+  auto st = Show(unit);
+  if (!st.ok()) return st.status();
+  if (!st->Running()) {
+    SayJournal(unit, ctx);
+    return Status::Error(NotRunning(unit, *st));
   }
+  if ((started->main_pid > 0 && st->main_pid != started->main_pid) ||
+      st->n_restarts > started->n_restarts) {
+    SayJournal(unit, ctx);
+    return Status::Error(unit + " restarted right after starting (main pid " +
+                         std::to_string(started->main_pid) + ", then " +
+                         std::to_string(st->main_pid) + "): it is crash-looping");
+  }
+  ctx.say(unit + " is active (running), main " + ProcessName(st->main_pid));
+  return Status::Ok();
 }
 
 Status Start(const std::string& unit, const ServiceAction& action, bool restart,
@@ -632,38 +630,30 @@ Status Stop(const std::string& unit, const ServiceAction& action, const ActionCo
     return Status::Ok();
   }
   Duration stop_timeout = std::max(action.stop_timeout, st->timeout_stop.value_or(Duration(0)));
-  auto deadline = Clock::now() + stop_timeout + kStopMargin;
   ctx.say("systemctl stop " + unit + " (TimeoutStopSec " +
           (st->timeout_stop ? FormatDuration(*st->timeout_stop) : std::string("infinity")) + ")");
   auto out = Systemctl({"stop", unit}, stop_timeout + kStopMargin);
   if (!out.ok()) return out.status();
   if (!out->ok()) return Status::Error("systemctl stop " + unit + " failed: " + out->Reason());
 
-  // systemctl stop returns when systemd's job ends; the state and the cgroup are proven here,
-  // processes that were just SIGKILLed given kDrain to go.
-  std::optional<Clock::time_point> drain_end;
-  for (;;) {
-    st = Show(unit);
-    if (!st.ok()) return st.status();
-    auto now = Clock::now();
-    if (st->Stopped()) {
-      std::vector<pid_t> left = CgroupProcs(*st);
-      if (left.empty()) {
-        std::string result =
-            st->result.empty() || st->result == "success" ? "" : " (Result=" + st->result + ")";
-        ctx.say(unit + " is stopped: " + st->State() + result + ", no process left in its cgroup");
-        return Status::Ok();
-      }
-      if (!drain_end) drain_end = now + kDrain;
-      if (now >= *drain_end) return Status::Error(LeftoverError(unit, left, "after stop"));
-    } else if (now >= deadline) {
-      SayJournal(unit, ctx);
-      std::string main = st->main_pid > 0 ? ", main " + ProcessName(st->main_pid) : "";
-      return Status::Error(unit + " did not stop within " +
-                           FormatDuration(stop_timeout + kStopMargin) + ": " + st->State() + main);
-    }
-    Pause();
+  // systemctl stop returns when systemd's stop job has ended: the state and the cgroup are
+  // proven here, processes that were just SIGKILLed given kDrain to go (waited for on pidfds).
+  st = Show(unit);
+  if (!st.ok()) return st.status();
+  if (!st->Stopped()) {
+    SayJournal(unit, ctx);
+    std::string main = st->main_pid > 0 ? ", main " + ProcessName(st->main_pid) : "";
+    return Status::Error(unit + " did not stop: " + st->State() + main);
   }
+  if (std::vector<pid_t> left = CgroupProcs(*st); !left.empty()) {
+    WaitUntilGone(left, kDrain);
+    left = CgroupProcs(*st);
+    if (!left.empty()) return Status::Error(LeftoverError(unit, left, "after stop"));
+  }
+  std::string result =
+      st->result.empty() || st->result == "success" ? "" : " (Result=" + st->result + ")";
+  ctx.say(unit + " is stopped: " + st->State() + result + ", no process left in its cgroup");
+  return Status::Ok();
 }
 
 }  // namespace
