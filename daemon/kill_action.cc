@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,9 +29,6 @@ constexpr size_t kEvidenceProcesses = 20;
 constexpr size_t kEvidenceCommandChars = 256;
 
 TargetKey KeyOf(const KillTarget& t) { return {t.pid, t.start_time}; }
-
-// Raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C" (see build-facts §6).
-int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
 
 // Pidfds on the processes being waited for, so that poll(2) wakes the moment one exits.
 class ExitWaiter {

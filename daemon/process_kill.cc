@@ -21,7 +21,6 @@ namespace {
 constexpr size_t kMaxMatchChars = 16 << 10;
 
 // Raw syscalls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (see build-facts §6).
-int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
 int PidfdSendSignal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0u));
 }
@@ -62,6 +61,8 @@ KillTarget TargetFrom(const ProcessInfo& info, std::string reason) {
 }
 
 }  // namespace
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
 
 // What a plan must never touch, computed once per plan from the live /proc.
 struct KillPlan::Protection {
