@@ -3,6 +3,10 @@
 // resumes every unfinished run from the database.
 #include <grp.h>
 #include <signal.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,18 +16,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <spdlog/details/null_mutex.h>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
-#include "builtin_action.h"
-#include "control_server.h"
-#include "daemon_config.h"
-#include "run_manager.h"
-#include "run_store.h"
-#include "supervisor.h"
-#include "systemd_notify.h"
+#include "actions/builtin_action.h"
+#include "control/control_server.h"
+#include "control/systemd_notify.h"
+#include "engine/run_manager.h"
+#include "plan/daemon_config.h"
+#include "process/supervisor.h"
+#include "store/run_store.h"
 
 using namespace deployd;
 
@@ -42,11 +42,21 @@ class JournalSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex>
     int priority = 6;
     switch (msg.level) {
       case spdlog::level::trace:
-      case spdlog::level::debug: priority = 7; break;
-      case spdlog::level::info: priority = 6; break;
-      case spdlog::level::warn: priority = 4; break;
-      case spdlog::level::err: priority = 3; break;
-      default: priority = 2; break;
+      case spdlog::level::debug:
+        priority = 7;
+        break;
+      case spdlog::level::info:
+        priority = 6;
+        break;
+      case spdlog::level::warn:
+        priority = 4;
+        break;
+      case spdlog::level::err:
+        priority = 3;
+        break;
+      default:
+        priority = 2;
+        break;
     }
     std::string line = "<" + std::to_string(priority) + ">" +
                        std::string(msg.payload.data(), msg.payload.size()) + "\n";

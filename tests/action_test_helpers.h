@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "builtin_action.h"
-#include "process_table.h"
+#include "actions/builtin_action.h"
+#include "process/process_table.h"
 
 extern char** environ;
 

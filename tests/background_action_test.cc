@@ -1,7 +1,7 @@
 // BackgroundAction with the real supervisor (the deployd binary built alongside, re-executed
 // with --supervise), real processes and a real status file; and the pieces it stands on:
 // ProcessIdentity, ProcessExitWatch, SupervisorRecord.
-#include "background_action.h"
+#include "process/background_action.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,9 +16,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "process_exit_watch.h"
-#include "process_identity.h"
-#include "supervisor_record.h"
+#include "process/process_exit_watch.h"
+#include "process/process_identity.h"
+#include "process/supervisor_record.h"
 
 using namespace deployd;
 namespace asio = boost::asio;

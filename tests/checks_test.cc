@@ -1,4 +1,4 @@
-#include "checks.h"
+#include "checks/checks.h"
 
 #include <signal.h>
 #include <sys/syscall.h>
@@ -231,8 +231,8 @@ TEST_CASE("http check with json expectations: vLLM's /v1/models lists the model"
                                "(saw \"/models/glm5\", \"/models/kimi\")");
   check.json = {{"data.5.id", JsonExpectation::Op::kEquals, "x"}};
   outcome = Probe(ctx, check);
-  CHECK(outcome.summary ==
-        "http GET " + server.Url("/v1/models") + ": status 200, json data.5.id: nothing at this path");
+  CHECK(outcome.summary == "http GET " + server.Url("/v1/models") +
+                               ": status 200, json data.5.id: nothing at this path");
 }
 
 TEST_CASE("http check with json expectations on a body that is not JSON") {
@@ -396,8 +396,8 @@ TEST_CASE("weights_complete check: a whole shard passes, a truncated one fails")
   WriteFile(dir / "model.safetensors", length + header + std::string(7, 'x'));
   outcome = Probe(ctx, check);
   CHECK_FALSE(outcome.passed);
-  CHECK(outcome.summary == "weights_complete " + dir.str() +
-                               ": shard model.safetensors is truncated (69B of 70B)");
+  CHECK(outcome.summary ==
+        "weights_complete " + dir.str() + ": shard model.safetensors is truncated (69B of 70B)");
 }
 
 TEST_CASE("file check: exists, absent, min_size") {
@@ -602,9 +602,9 @@ TEST_CASE("run check: version_below bounds the version from above, in PEP 440 or
   check.version_below = "0.16.0";  // a pre-release of 0.16.0 is below it
   CheckOutcome outcome = Probe(ctx, check);
   CHECK(outcome.passed);
-  CHECK(outcome.summary == "run 'echo 0.16.0rc2.dev313': version 0.16.0rc2.dev313 >= 0.15, < 0.16.0");
-  CHECK(DescribeCheck(check) ==
-        "run 'echo 0.16.0rc2.dev313' version >= 0.15 version < 0.16.0");
+  CHECK(outcome.summary ==
+        "run 'echo 0.16.0rc2.dev313': version 0.16.0rc2.dev313 >= 0.15, < 0.16.0");
+  CHECK(DescribeCheck(check) == "run 'echo 0.16.0rc2.dev313' version >= 0.15 version < 0.16.0");
 
   check = RunCommandCheck("echo 0.16.0");
   check.version_below = "0.16.0";

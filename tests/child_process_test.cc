@@ -1,4 +1,4 @@
-#include "child_process.h"
+#include "process/child_process.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "daemon_config.h"
+#include "plan/daemon_config.h"
 
 #include <unistd.h>
 

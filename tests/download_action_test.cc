@@ -1,4 +1,4 @@
-#include "download_action.h"
+#include "actions/download_action.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "process_table.h"
+#include "process/process_table.h"
 
 using namespace deployd;
 namespace fs = std::filesystem;
@@ -182,10 +182,10 @@ TEST_CASE("download: revision and patterns reach hf, each pattern after its own 
   Status status = RunDownloadAction(action, host.ctx);
   INFO(host.Said());
   REQUIRE(status.ok());
-  CHECK(host.LastArgv() ==
-        std::vector<std::string>{"download", "org/model", "--local-dir", host.to, "--revision",
-                                 "main", "--include", "*.json", "--include", "*.safetensors",
-                                 "--exclude", "*-00002-of-*"});
+  CHECK(host.LastArgv() == std::vector<std::string>{"download", "org/model", "--local-dir", host.to,
+                                                    "--revision", "main", "--include", "*.json",
+                                                    "--include", "*.safetensors", "--exclude",
+                                                    "*-00002-of-*"});
   CHECK(fs::exists(host.to + "/model-00001-of-00002.safetensors"));
   CHECK_FALSE(fs::exists(host.to + "/model-00002-of-00002.safetensors"));
 }
@@ -200,9 +200,8 @@ TEST_CASE("download: hf 0.x gets its patterns as one list", "[download_action]")
   Status status = RunDownloadAction(action, host.ctx);
   INFO(host.Said());
   REQUIRE(status.ok());
-  CHECK(host.LastArgv() == std::vector<std::string>{"download", "org/model", "--local-dir",
-                                                    host.to, "--include", "*.json",
-                                                    "*.safetensors"});
+  CHECK(host.LastArgv() == std::vector<std::string>{"download", "org/model", "--local-dir", host.to,
+                                                    "--include", "*.json", "*.safetensors"});
 }
 
 TEST_CASE("download: the token reaches hf through the environment, never argv",
@@ -299,7 +298,8 @@ TEST_CASE("download: other failures name the status and the last line; 416 the .
     fs::permissions(host.bin + "/hf", fs::perms::owner_all);
   };
   SECTION("a plain failure") {
-    fake_hf("echo 'Fetching 3 files:   0%|          | 0/3'; echo 'ConnectionError: reset' >&2; exit 3");
+    fake_hf(
+        "echo 'Fetching 3 files:   0%|          | 0/3'; echo 'ConnectionError: reset' >&2; exit 3");
     Status status = RunDownloadAction(Action(host), host.ctx);
     REQUIRE_FALSE(status.ok());
     CHECK(status.message() == "hf exited with status 3: ConnectionError: reset");
@@ -331,15 +331,15 @@ TEST_CASE("download: progress bar redraws reach the log at most once a second pe
           "[download_action]") {
   HfHost host("");
   // 500 redraws of two bars in well under a second, as tqdm does with \r, then both at 100%.
-  std::ofstream(host.bin + "/hf")
-      << "#!/usr/bin/env python3\n"
-         "import sys\n"
-         "for i in range(500):\n"
-         "    for name in ('a.safetensors', 'b.safetensors'):\n"
-         "        sys.stdout.write('%s: %3d%%|#   | %d/1000 [00:01<00:09]\\r' % (name, i // 10, i))\n"
-         "sys.stdout.write('a.safetensors: 100%|####| 1000/1000\\n')\n"
-         "sys.stdout.write('b.safetensors: 100%|####| 1000/1000\\n')\n"
-         "print('Download complete.')\n";
+  std::ofstream(host.bin + "/hf") << "#!/usr/bin/env python3\n"
+                                     "import sys\n"
+                                     "for i in range(500):\n"
+                                     "    for name in ('a.safetensors', 'b.safetensors'):\n"
+                                     "        sys.stdout.write('%s: %3d%%|#   | %d/1000 "
+                                     "[00:01<00:09]\\r' % (name, i // 10, i))\n"
+                                     "sys.stdout.write('a.safetensors: 100%|####| 1000/1000\\n')\n"
+                                     "sys.stdout.write('b.safetensors: 100%|####| 1000/1000\\n')\n"
+                                     "print('Download complete.')\n";
   fs::permissions(host.bin + "/hf", fs::perms::owner_all);
   Status status = RunDownloadAction(Action(host), host.ctx);
   REQUIRE(status.ok());
@@ -370,9 +370,9 @@ TEST_CASE("download: huggingface-cli when hf is absent, with its list syntax",
   REQUIRE(status.ok());
   CHECK(host.SaidLine("running huggingface-cli download org/model --local-dir " + host.to +
                       " --include '*.json' '*.safetensors' --exclude '*-00002-of-*'"));
-  CHECK(host.LastArgv() == std::vector<std::string>{"download", "org/model", "--local-dir",
-                                                    host.to, "--include", "*.json",
-                                                    "*.safetensors", "--exclude", "*-00002-of-*"});
+  CHECK(host.LastArgv() == std::vector<std::string>{"download", "org/model", "--local-dir", host.to,
+                                                    "--include", "*.json", "*.safetensors",
+                                                    "--exclude", "*-00002-of-*"});
   CHECK(fs::exists(host.to + "/model-00001-of-00002.safetensors"));
 }
 
@@ -406,15 +406,15 @@ TEST_CASE("download: DownloadArgv", "[download_action]") {
   DownloadAction action;
   action.repo = "nvidia/Kimi-K2.5-NVFP4";
   action.to = "/models/kimi";
-  CHECK(DownloadArgv("hf", action) ==
-        std::vector<std::string>{"hf", "download", "nvidia/Kimi-K2.5-NVFP4", "--local-dir",
-                                 "/models/kimi"});
+  CHECK(DownloadArgv("hf", action) == std::vector<std::string>{"hf", "download",
+                                                               "nvidia/Kimi-K2.5-NVFP4",
+                                                               "--local-dir", "/models/kimi"});
   action.include = {"*.safetensors"};
   action.exclude = {"*.bin", "*.pt"};
   CHECK(DownloadArgv("hf", action, PatternSyntax::kList) ==
         std::vector<std::string>{"hf", "download", "nvidia/Kimi-K2.5-NVFP4", "--local-dir",
-                                 "/models/kimi", "--include", "*.safetensors", "--exclude",
-                                 "*.bin", "*.pt"});
+                                 "/models/kimi", "--include", "*.safetensors", "--exclude", "*.bin",
+                                 "*.pt"});
   CHECK(HfPatternSyntax("huggingface_hub version: 0.36.0\n") == PatternSyntax::kList);
   CHECK(HfPatternSyntax("huggingface_hub version: 1.4.1\n") == PatternSyntax::kRepeated);
   CHECK(HfPatternSyntax("something else") == PatternSyntax::kRepeated);
@@ -450,8 +450,8 @@ TEST_CASE("download: stale locks are swept, held ones kept", "[download_action]"
 
   std::vector<std::string> swept = SweepStaleLocks(host.to);
   ::close(fd);
-  CHECK(swept == std::vector<std::string>{meta + "/stale.safetensors.lock",
-                                          meta + "/sub/dir/stale2.lock"});
+  CHECK(swept ==
+        std::vector<std::string>{meta + "/stale.safetensors.lock", meta + "/sub/dir/stale2.lock"});
   CHECK(fs::exists(meta + "/held.lock"));
   CHECK(fs::exists(meta + "/model.safetensors.metadata"));
   CHECK(fs::exists(host.to + "/not-hf.lock"));
@@ -470,8 +470,10 @@ TEST_CASE("download: a SoftFileLock left by a killed download is swept before hf
   Status status = RunDownloadAction(Action(host), host.ctx);
   INFO(host.Said());
   REQUIRE(status.ok());
-  CHECK(host.SaidLine("removed 1 stale lock file that no process holds (left by an interrupted "
-                      "download): " + lock));
+  CHECK(
+      host.SaidLine("removed 1 stale lock file that no process holds (left by an interrupted "
+                    "download): " +
+                    lock));
   CHECK(fs::exists(host.to + "/config.json"));
 }
 

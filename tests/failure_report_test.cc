@@ -1,4 +1,4 @@
-#include "failure_report.h"
+#include "control/failure_report.h"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>

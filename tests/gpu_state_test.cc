@@ -1,4 +1,4 @@
-#include "gpu_state.h"
+#include "actions/gpu/gpu_state.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

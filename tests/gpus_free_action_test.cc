@@ -2,12 +2,12 @@
 // PATH, DEPLOYD_SIM_DIR a temporary directory, NVML turned off (DEPLOYD_NVML=off) so that a
 // driver on the test host does not answer instead. GPU memory is "held" by real processes this
 // test starts (gpu-procs/PID.json): the only pids gpus_free can stop here.
-#include "gpus_free_action.h"
+#include "actions/gpu/gpus_free_action.h"
 
 #include <dlfcn.h>
 
 #include "action_test_helpers.h"
-#include "gpu_state.h"
+#include "actions/gpu/gpu_state.h"
 
 using namespace deployd;
 using namespace deployd::testing;

@@ -1,4 +1,4 @@
-#include "guarded_remove.h"
+#include "actions/guarded_remove.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "format_size.h"
+#include "util/units.h"
 
 using namespace deployd;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "json_expect.h"
+#include "checks/json_expect.h"
 
 #include <catch2/catch.hpp>
 
@@ -23,19 +23,14 @@ TEST_CASE("json expectations: paths, equals and contains", "[json_expect]") {
     bool met;
   };
   const Row rows[] = {
-      {Eq("version", "0.16.0"), true},
-      {Eq("data.0.id", "a"), true},
-      {Eq("data.1.id", "a"), false},
-      {Eq("data.*.id", "bc"), true},
-      {Eq("data.0.n", "3"), true},   // a number matches its text
-      {Eq("data.0.ok", "true"), true},
-      {Eq("none", "null"), true},
-      {Has("data.*.id", "c"), true},  // substring of a string
-      {Has("data.0.tags", "y"), true},  // element of an array
-      {Has("data.0.tags", "z"), false},
-      {Has("map", "k"), true},  // member of an object
-      {Eq("map.*", "1"), true},
-      {Eq("data.2.id", "a"), false},
+      {Eq("version", "0.16.0"), true},  {Eq("data.0.id", "a"), true},
+      {Eq("data.1.id", "a"), false},    {Eq("data.*.id", "bc"), true},
+      {Eq("data.0.n", "3"), true},  // a number matches its text
+      {Eq("data.0.ok", "true"), true},  {Eq("none", "null"), true},
+      {Has("data.*.id", "c"), true},                              // substring of a string
+      {Has("data.0.tags", "y"), true},                            // element of an array
+      {Has("data.0.tags", "z"), false}, {Has("map", "k"), true},  // member of an object
+      {Eq("map.*", "1"), true},         {Eq("data.2.id", "a"), false},
       {Eq("data.x.id", "a"), false},
   };
   for (const Row& row : rows) {

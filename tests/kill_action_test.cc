@@ -1,6 +1,6 @@
 // The `kill` action and the `process` probe against real process trees. Every pattern carries
 // a token unique to this test process (action_test_helpers.h), so nothing else is signalled.
-#include "kill_action.h"
+#include "actions/kill_action.h"
 
 #include <sys/prctl.h>
 

@@ -1,7 +1,7 @@
 // LogFollower on real files in a temporary directory: what is there first, what is appended,
 // a file that appears later, rotation to .1, truncation, and stopping from the callback.
 // Also LineSplitter, which cuts the followed bytes into lines.
-#include "log_follower.h"
+#include "util/log_follower.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "line_splitter.h"
+#include "util/line_splitter.h"
 
 using namespace deployd;
 namespace asio = boost::asio;

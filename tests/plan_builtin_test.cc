@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "fail_on_sets.h"
-#include "plan_parser.h"
+#include "plan/fail_on_sets.h"
+#include "plan/plan_parser.h"
 
 using namespace deployd;
 using namespace std::chrono_literals;

@@ -1,8 +1,10 @@
-#include "plan_parser.h"
+#include "plan/plan_parser.h"
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <string_view>
+
+#include "util/units.h"
 
 using namespace deployd;
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
 // KillPlan against real processes. Every pattern a test signals with carries a token unique to
 // this test process (other checkouts may run the same tests on the same host at once); plans
 // built from patterns that are not unique are inspected, never signalled.
-#include "process_kill.h"
+#include "process/process_kill.h"
 
 #include <fcntl.h>
 #include <signal.h>

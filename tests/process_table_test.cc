@@ -1,4 +1,4 @@
-#include "process_table.h"
+#include "process/process_table.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>

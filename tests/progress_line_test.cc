@@ -1,6 +1,6 @@
 // A table of real-looking output lines: what ParseProgressLine reads in each, or that it reads
 // nothing (the lines that only look like numbers).
-#include "progress_line.h"
+#include "checks/progress_line.h"
 
 #include <catch2/catch.hpp>
 #include <cstdio>

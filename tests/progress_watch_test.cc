@@ -1,4 +1,4 @@
-#include "progress_watch.h"
+#include "checks/progress_watch.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "remove_action.h"
+#include "actions/remove_action.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format_size.h"
+#include "util/units.h"
 
 using namespace deployd;
 namespace fs = std::filesystem;
@@ -81,8 +81,8 @@ TEST_CASE("remove: refusals come from the daemon's allowed roots and state direc
     WriteFile(data + "/x", 10);
     Status status = RunRemoveAction(Remove(data), box.ctx);
     REQUIRE_FALSE(status.ok());
-    CHECK(status.message() == "refusing to remove " + data + ": outside the allowed roots (" +
-                                  box.base + "/models)");
+    CHECK(status.message() ==
+          "refusing to remove " + data + ": outside the allowed roots (" + box.base + "/models)");
     CHECK(fs::exists(data + "/x"));
   }
   SECTION("the state directory, with no roots configured") {

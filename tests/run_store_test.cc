@@ -1,4 +1,4 @@
-#include "run_store.h"
+#include "store/run_store.h"
 
 #include <signal.h>
 #include <sqlite3.h>

@@ -1,4 +1,4 @@
-#include "secrets.h"
+#include "util/secrets.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

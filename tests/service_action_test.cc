@@ -2,7 +2,7 @@
 // (tests/standins/systemctl: real processes in a simulated host, KillMode, TimeoutStopSec,
 // Restart=, the cgroup as a process group listed in cgroup/system.slice/UNIT/cgroup.procs).
 // Every test gets its own simulated host; its processes are killed when the test ends.
-#include "service_action.h"
+#include "actions/service/service_action.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "blocking_command.h"
+#include "process/blocking_command.h"
 
 using namespace deployd;
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // Table tests of the step machine: every (state × event) pair, for the combinations of facts
 // that change its answers. A cell reads "next:effect,effect", "next!" for a step failed as
 // interrupted, or "-" for a pair that is ignored. Every test walks all states × all events.
-#include "step_machine.h"
+#include "engine/step_machine.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -11,10 +11,9 @@ using namespace deployd;
 
 namespace {
 
-constexpr StepState kAllStates[] = {StepState::kPending,   StepState::kRunning,
-                                    StepState::kVerifying, StepState::kSucceeded,
-                                    StepState::kFailed,    StepState::kSkipped,
-                                    StepState::kCancelled, StepState::kWaiting};
+constexpr StepState kAllStates[] = {
+    StepState::kPending, StepState::kRunning, StepState::kVerifying, StepState::kSucceeded,
+    StepState::kFailed,  StepState::kSkipped, StepState::kCancelled, StepState::kWaiting};
 
 std::string Cell(const StepTransition& t) {
   if (!t.valid) return "-";
@@ -47,10 +46,8 @@ std::map<std::string, Row> Common() {
   return {
       {"succeeded", {{"operator-retry", "pending:reset-attempts"}}},
       {"skipped", {{"operator-retry", "pending:reset-attempts"}}},
-      {"failed",
-       {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
-      {"cancelled",
-       {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
+      {"failed", {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
+      {"cancelled", {{"operator-skip", "skipped"}, {"operator-retry", "pending:reset-attempts"}}},
       {"waiting", {{"cancel", "cancelled"}, {"operator-skip", "skipped"}}},
   };
 }
@@ -174,12 +171,9 @@ TEST_CASE("step machine: recovering an idempotent background step without verify
                       {"retry-due", "running:fire"},
                       {"cancel", "cancelled"},
                       {"operator-skip", "skipped"}};
-  table["running"] = {{"action-started", "succeeded"},
-                      {"action-failed", "failed:stop-action"},
-                      {"stalled", "failed:stop-action"},
-                      {"cancel", "cancelled:stop-action"},
-                      {"recover", "running:fire"},
-                      {"reattach", "succeeded"}};
+  table["running"] = {{"action-started", "succeeded"},   {"action-failed", "failed:stop-action"},
+                      {"stalled", "failed:stop-action"}, {"cancel", "cancelled:stop-action"},
+                      {"recover", "running:fire"},       {"reattach", "succeeded"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},

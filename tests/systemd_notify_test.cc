@@ -1,5 +1,5 @@
 // The notify protocol against a real datagram socket bound by the test, as systemd binds it.
-#include "systemd_notify.h"
+#include "control/systemd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

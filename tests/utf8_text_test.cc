@@ -1,4 +1,4 @@
-#include "utf8_text.h"
+#include "util/utf8_text.h"
 
 #include <catch2/catch.hpp>
 

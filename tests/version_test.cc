@@ -1,4 +1,4 @@
-#include "version.h"
+#include "checks/version.h"
 
 #include <catch2/catch.hpp>
 #include <string>

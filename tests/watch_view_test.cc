@@ -1,6 +1,6 @@
 // The live view of `deployctl watch` as pure functions: a run's state (built from synthetic
 // follow-stream lines) → lines of text, at a given time, for a given screen.
-#include "watch_view.h"
+#include "ctl/watch_view.h"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-#include "weights_check.h"
+#include "checks/weights_check.h"
 
 #include <stdlib.h>
 
@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "format_size.h"
-#include "sha256.h"
+#include "util/sha256.h"
+#include "util/units.h"
 
 using namespace deployd;
 namespace fs = std::filesystem;

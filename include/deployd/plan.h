@@ -36,8 +36,17 @@ struct Command {
 };
 
 enum class CheckKind {
-  kRun, kHttp, kTcp, kFile, kCommand, kDiskFree, kPortFree, kWeightsComplete,
-  kService, kProcess, kGpusFree,
+  kRun,
+  kHttp,
+  kTcp,
+  kFile,
+  kCommand,
+  kDiskFree,
+  kPortFree,
+  kWeightsComplete,
+  kService,
+  kProcess,
+  kGpusFree,
 };
 
 // `http` JSON expectation: the value(s) at a dotted path ("data.*.id"; `*` fans out over an
@@ -70,25 +79,25 @@ struct Check {
   std::map<std::string, std::string> env;
 
   // http
-  std::string url;                 // http://host[:port]/path
-  std::string method = "GET";      // GET or POST
-  std::string body;                // JSON text sent with POST (content-type application/json)
-  int status = 200;                // expected status code
-  std::string body_contains;       // substring the body must contain; empty = none
+  std::string url;                    // http://host[:port]/path
+  std::string method = "GET";         // GET or POST
+  std::string body;                   // JSON text sent with POST (content-type application/json)
+  int status = 200;                   // expected status code
+  std::string body_contains;          // substring the body must contain; empty = none
   std::vector<JsonExpectation> json;  // the body parsed as JSON must meet each
 
   // tcp and port_free
-  std::string host;                // tcp: host to connect to; port_free: address to bind
+  std::string host;  // tcp: host to connect to; port_free: address to bind
   int port = 0;
 
   // file, disk_free and weights_complete: `path`; command: `name`
   std::string path;
-  bool absent = false;             // file: pass when the path does not exist
+  bool absent = false;  // file: pass when the path does not exist
   std::optional<std::uint64_t> min_size;
   std::string name;
-  std::uint64_t at_least = 0;      // disk_free: bytes available to unprivileged users
-  bool credit_existing = false;    // disk_free: bytes already under `path` count as available
-  std::vector<std::string> alternatives;  // command: other names that will do (huggingface-cli)
+  std::uint64_t at_least = 0;    // disk_free: bytes available to unprivileged users
+  bool credit_existing = false;  // disk_free: bytes already under `path` count as available
+  std::vector<std::string> alternatives;      // command: other names that will do (huggingface-cli)
   std::map<std::string, std::string> sha256;  // weights_complete: file (relative) -> hex digest
 
   // service: the unit's state ("started": active and running; "stopped": inactive or failed,
@@ -148,10 +157,10 @@ enum class ActionKind { kRun, kApproval, kService, kKill, kGpusFree, kRemove, kD
 // `service`: a systemd unit brought to a state. With `exec` deployd writes the unit file
 // itself (vLLM-safe defaults) before `daemon-reload`.
 struct ServiceAction {
-  std::string unit;                 // "kimi.service"
-  std::string state;                // started | stopped | restarted | "" (leave running state)
+  std::string unit;   // "kimi.service"
+  std::string state;  // started | stopped | restarted | "" (leave running state)
   std::optional<bool> enabled;
-  std::vector<std::string> exec;    // ExecStart argv; empty = the unit file exists already
+  std::vector<std::string> exec;  // ExecStart argv; empty = the unit file exists already
   std::map<std::string, std::string> environment;  // added to the defaults
   std::string user;
   std::string working_directory;
@@ -173,8 +182,8 @@ struct KillAction {
 struct GpusFreeAction {
   GpuSelection gpu;
   Duration stable_for{std::chrono::seconds(5)};
-  Duration every{std::chrono::seconds(1)};     // how often the GPU state is read
-  Duration within{std::chrono::minutes(2)};    // give up after this
+  Duration every{std::chrono::seconds(1)};   // how often the GPU state is read
+  Duration within{std::chrono::minutes(2)};  // give up after this
   bool kill = false;
   Duration grace{std::chrono::seconds(30)};
 };
@@ -218,11 +227,11 @@ struct Step {
   // until `deployctl approve`; this message tells the operator what to check first.
   std::optional<std::string> approval;
   bool background = false;  // start detached; verify while it runs; it outlives the step
-  std::map<std::string, std::string> env;  // added to the daemon's environment
-  std::string cwd;                         // empty = the daemon's working directory
-  std::optional<Duration> timeout;         // foreground only: SIGTERM the group, then SIGKILL
+  std::map<std::string, std::string> env;    // added to the daemon's environment
+  std::string cwd;                           // empty = the daemon's working directory
+  std::optional<Duration> timeout;           // foreground only: SIGTERM the group, then SIGKILL
   Duration grace{std::chrono::seconds(10)};  // SIGTERM → SIGKILL
-  int retries = 0;                            // extra attempts after the first
+  int retries = 0;                           // extra attempts after the first
   Duration retry_delay{std::chrono::seconds(1)};  // doubled after each failed attempt
   std::vector<Check> verify;
   std::vector<Check> skip_if;

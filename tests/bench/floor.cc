@@ -8,8 +8,8 @@
 // Usage: deployd_bench_floor --db PATH [--steps N] [--commits-per-step K] [--extra-commits E]
 // Prints one JSON object: steps, commits, total_s, per_step_ms, and the median/p90 of one spawn
 // and of one commit, in ms.
-#include <sqlite3.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 void Exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) Die(std::string(sql) + ": " + err);
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK)
+    Die(std::string(sql) + ": " + err);
 }
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -53,11 +54,16 @@ int main(int argc, char** argv) {
   long steps = 1000, per_step = 3, extra = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--db") db_path = argv[i + 1];
-    else if (a == "--steps") steps = std::atol(argv[i + 1]);
-    else if (a == "--commits-per-step") per_step = std::atol(argv[i + 1]);
-    else if (a == "--extra-commits") extra = std::atol(argv[i + 1]);
-    else Die("unknown option " + a);
+    if (a == "--db")
+      db_path = argv[i + 1];
+    else if (a == "--steps")
+      steps = std::atol(argv[i + 1]);
+    else if (a == "--commits-per-step")
+      per_step = std::atol(argv[i + 1]);
+    else if (a == "--extra-commits")
+      extra = std::atol(argv[i + 1]);
+    else
+      Die("unknown option " + a);
   }
   if (db_path.empty() || steps <= 0 || per_step < 0 || extra < 0)
     Die("usage: --db PATH [--steps N] [--commits-per-step K] [--extra-commits E]");
@@ -66,13 +72,16 @@ int main(int argc, char** argv) {
   if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) Die("cannot open " + db_path);
   Exec(db, "PRAGMA journal_mode=WAL");
   Exec(db, "PRAGMA synchronous=FULL");
-  Exec(db, "CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-           "at_ms INTEGER NOT NULL, step_id TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT "
-           "NULL, detail TEXT NOT NULL, PRIMARY KEY (run_id, seq)) STRICT, WITHOUT ROWID");
+  Exec(db,
+       "CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+       "at_ms INTEGER NOT NULL, step_id TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT "
+       "NULL, detail TEXT NOT NULL, PRIMARY KEY (run_id, seq)) STRICT, WITHOUT ROWID");
   sqlite3_stmt *begin, *insert, *commit;
   sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO events VALUES ('floor-1', ?, ?, ?, 'step.state', "
-                     "'running', 'attempt 1')", -1, &insert, nullptr);
+  sqlite3_prepare_v2(db,
+                     "INSERT INTO events VALUES ('floor-1', ?, ?, ?, 'step.state', "
+                     "'running', 'attempt 1')",
+                     -1, &insert, nullptr);
   sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr);
   if (!begin || !insert || !commit) Die(sqlite3_errmsg(db));
 
@@ -85,8 +94,10 @@ int main(int argc, char** argv) {
     if (sqlite3_step(begin) != SQLITE_DONE) Die(sqlite3_errmsg(db));
     sqlite3_reset(begin);
     sqlite3_bind_int64(insert, 1, ++seq);
-    sqlite3_bind_int64(insert, 2, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch()).count());
+    sqlite3_bind_int64(insert, 2,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
     sqlite3_bind_text(insert, 3, id, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(insert) != SQLITE_DONE) Die(sqlite3_errmsg(db));
     sqlite3_reset(insert);

@@ -1,0 +1,67 @@
+// What every deployctl verb shares: one connection to deployd (newline-delimited JSON, see
+// include/deployd/protocol.h), the way a verb ends with a message and an exit code, and the
+// reading of answer fields. Only deployctl uses this; it lives in the core library so that
+// each verb can have a file of its own (ctl_*.cc).
+//
+// A verb ends early by throwing Exit (through Die); main() catches it once, prints
+// "deployctl: error: MESSAGE" and exits with its code. Single-threaded, blocking I/O.
+#ifndef DEPLOYD_CTL_CTL_CLIENT_H_
+#define DEPLOYD_CTL_CTL_CLIENT_H_
+
+#include <boost/json/object.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace deployd::ctl {
+
+// A failure that ends deployctl with a message and an exit code.
+struct Exit {
+  int code;
+  std::string message;
+};
+
+[[noreturn]] void Die(int code, const std::string& message);
+
+// One connection to the daemon. Lines in, lines out.
+class Client {
+ public:
+  // Connects, or dies with kExitUnreachable and a hint.
+  explicit Client(const std::string& path);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  void Send(boost::json::object request);
+  // The next line; dies when the connection ends.
+  boost::json::object Receive();
+  // The next line, or nothing when none arrives within `timeout`.
+  std::optional<boost::json::object> Receive(std::chrono::milliseconds timeout);
+
+  // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
+  // this user may not talk to deployd at all).
+  boost::json::object Call(boost::json::object request);
+  [[noreturn]] static void Refused(const boost::json::object& answer);
+
+ private:
+  std::optional<boost::json::object> TakeLine();
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// Fields of an answer: "" / 0 when absent or of another type.
+std::string Str(const boost::json::object& o, std::string_view key);
+std::int64_t Int(const boost::json::object& o, std::string_view key);
+
+// Local wall-clock time "2026-11-30 17:01:51".
+std::string Clock(std::int64_t ms);
+
+// 0 when the run (status JSON) succeeded or is still going; 1 when it failed or was cancelled.
+int ExitFor(const boost::json::object& run);
+
+}  // namespace deployd::ctl
+
+#endif  // DEPLOYD_CTL_CTL_CLIENT_H_

@@ -1,0 +1,92 @@
+// deployctl's plain follow: `apply --wait`, `retry --wait`, `skip --wait`, and `watch` when
+// stdout is not a terminal (a log file, a CI job). One line per committed transition, no
+// escape codes, so that the output reads the same in a file as on a screen.
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "ctl/ctl_verbs.h"
+#include "ctl/watch_view.h"
+
+namespace deployd::ctl {
+
+namespace json = boost::json;
+
+namespace {
+
+// A progress line every sample would drown the transitions in a log; one per step this often
+// still shows that (and how fast) a long download moves.
+constexpr auto kProgressLineEvery = std::chrono::seconds(10);
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void PrintFailureEvidence(const json::object& run) {
+  const json::value* steps = run.if_contains("steps");
+  if (!steps || !steps->is_array()) return;
+  for (const auto& sv : steps->as_array()) {
+    const json::object& s = sv.as_object();
+    if (Str(s, "state") != "failed") continue;
+    std::cout << "  step " << Str(s, "id") << ": " << Str(s, "reason") << "\n";
+    const json::value* ev = s.if_contains("evidence");
+    if (!ev || !ev->is_object()) continue;
+    const json::object& e = ev->as_object();
+    for (const char* key : {"status_code", "body_excerpt", "error", "exit_status"}) {
+      const json::value* v = e.if_contains(key);
+      if (!v) continue;
+      std::cout << "    " << key << ": "
+                << (v->is_string() ? std::string(v->as_string()) : json::serialize(*v)) << "\n";
+    }
+    if (const json::value* tail = e.if_contains("output_tail"); tail && tail->is_array()) {
+      std::cout << "    output (last lines):\n";
+      for (const auto& l : tail->as_array())
+        std::cout << "      " << (l.is_string() ? std::string(l.as_string()) : "") << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+int FollowPlain(Client& client, const std::string& run_id, bool announce) {
+  client.Send({{"op", "follow"}, {"run", run_id}});
+  std::int64_t origin = 0;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_progress_line;
+  for (;;) {
+    json::object line = client.Receive();
+    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+    std::string type = Str(line, "type");
+    if (type == "snapshot") {
+      origin = Int(line["run"].as_object(), "created_at_ms");
+      if (announce) std::cout << "following run " << run_id << "\n";
+    } else if (type == "event") {
+      std::cout << FormatEventLine(line, origin) << "\n";
+    } else if (type == "progress") {
+      std::string step = Str(line, "step");
+      StepProgress progress = ProgressFromJson(line);
+      if (DescribeProgress(progress, 0).empty()) continue;  // nothing known yet
+      auto now = std::chrono::steady_clock::now();
+      auto last = last_progress_line.find(step);
+      if (last != last_progress_line.end() && now - last->second < kProgressLineEvery) continue;
+      last_progress_line[step] = now;
+      std::int64_t at = progress.at_ms ? progress.at_ms : NowMs();
+      std::cout << FormatProgressLine(step, progress, at, origin) << "\n";
+    } else if (type == "end") {
+      const json::object& run = line["run"].as_object();
+      std::int64_t took = Int(run, "finished_at_ms") - Int(run, "created_at_ms");
+      std::cout << "run " << run_id << " " << Str(run, "state") << " after " << FormatElapsed(took);
+      if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
+      std::cout << "\n";
+      if (Str(run, "state") == "failed") PrintFailureEvidence(run);
+      std::cout.flush();
+      return ExitFor(run);
+    }
+    std::cout.flush();
+  }
+}
+
+}  // namespace deployd::ctl

@@ -1,0 +1,30 @@
+// deployctl logs RUN STEP -f: a step's output as it grows, until the step has ended and its
+// processes have exited (or deployctl is interrupted). The bytes are written as they come, so
+// that a progress bar redrawn with '\r' looks on a terminal as it would have.
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "ctl/ctl_verbs.h"
+#include "deployd/protocol.h"
+
+namespace deployd::ctl {
+
+namespace json = boost::json;
+
+int LogsFollow(Client& client, const std::string& run_id, const std::string& step_id) {
+  client.Send({{"op", "logs"}, {"run", run_id}, {"step", step_id}, {"follow", true}});
+  for (;;) {
+    json::object line = client.Receive();
+    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+    std::string type = Str(line, "type");
+    if (type == "data") {
+      std::string text = Str(line, "text");
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    } else if (type == "end") {
+      return kExitOk;
+    }
+  }
+}
+
+}  // namespace deployd::ctl

@@ -1,0 +1,98 @@
+// deployctl watch: the live view of a run. On a terminal the table of watch_view.h is redrawn
+// in place (ANSI: cursor up, clear line; no curses), after each line of the `follow` stream and
+// once a second while the run goes on, so that elapsed times, rates and "no progress for …"
+// keep moving between events. Elsewhere it is the plain follow of ctl_follow.cc.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "ctl/ctl_verbs.h"
+#include "ctl/watch_view.h"
+#include "deployd/protocol.h"
+
+namespace deployd::ctl {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr auto kTick = std::chrono::seconds(1);
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Read at every frame: the window may have been resized.
+winsize TerminalSize() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0) {
+    ws.ws_col = 80;
+    ws.ws_row = 24;
+  }
+  return ws;
+}
+
+// Redraws the previous frame's lines in place: up to its first line, each line cleared and
+// written again, and whatever the old frame had below the new one cleared.
+class Screen {
+ public:
+  void Draw(const std::vector<std::string>& lines) {
+    std::string out;
+    if (drawn_ > 0) out += "\x1b[" + std::to_string(drawn_) + "A";
+    for (const std::string& line : lines) out += "\r\x1b[2K" + line + "\n";
+    out += "\x1b[J";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    drawn_ = lines.size();
+  }
+
+ private:
+  size_t drawn_ = 0;
+};
+
+int WatchTerminal(Client& client, const std::string& run_id) {
+  client.Send({{"op", "follow"}, {"run", run_id}});
+  RunView view;
+  Screen screen;
+  auto draw = [&] {
+    winsize ws = TerminalSize();
+    // One line fewer than the screen: a frame that fills it would scroll on its last newline.
+    screen.Draw(RenderRunView(view, NowMs(), ws.ws_col, ws.ws_row - 1));
+  };
+  for (;;) {
+    // Everything that has arrived is applied before the next frame (the stream first replays
+    // the run's history: one frame for it, not one per event).
+    std::optional<json::object> line =
+        client.Receive(IsLive(view) ? kTick : std::chrono::hours(24));
+    while (line) {
+      if (line->contains("ok") && !(*line)["ok"].as_bool()) Client::Refused(*line);
+      ApplyFollowLine(view, *line);
+      if (view.ended) break;
+      line = client.Receive(std::chrono::milliseconds(0));
+    }
+    draw();
+    if (view.ended) break;
+  }
+  std::cout << "run " << run_id << " " << view.state << " after "
+            << FormatElapsed(view.finished_at_ms - view.created_at_ms);
+  if (!view.reason.empty()) std::cout << ": " << view.reason;
+  std::cout << std::endl;
+  if (view.state == "failed")
+    std::cout << "(`deployctl why " << run_id << "` shows the evidence)" << std::endl;
+  return view.state == "succeeded" ? kExitOk : kExitRunFailed;
+}
+
+}  // namespace
+
+int WatchRun(Client& client, const std::string& run_id) {
+  if (!::isatty(STDOUT_FILENO)) return FollowPlain(client, run_id, true);
+  return WatchTerminal(client, run_id);
+}
+
+}  // namespace deployd::ctl

@@ -1,0 +1,304 @@
+// deployctl: the command-line client of deployd (DESIGN.md §3). `validate` works offline;
+// every other verb talks to the daemon over its Unix socket, one JSON line each way. Verbs
+// with more to them than a request and its answer live in ctl_*.cc (ctl_verbs.h).
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ctl/ctl_client.h"
+#include "ctl/ctl_verbs.h"
+#include "ctl/watch_view.h"
+#include "deployd/protocol.h"
+#include "deployd/states.h"
+#include "plan/daemon_config.h"
+#include "plan/plan_parser.h"
+
+using namespace deployd;
+using namespace deployd::ctl;
+namespace json = boost::json;
+
+namespace {
+
+std::string ReadPlan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Die(kExitUsage, "cannot read plan " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pairs) {
+  std::map<std::string, std::string> vars;
+  for (const auto& p : pairs) {
+    auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0)
+      Die(kExitUsage, "--var expects NAME=VALUE, got '" + p + "'");
+    vars[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return vars;
+}
+
+void PrintRun(const json::object& run) {
+  std::int64_t created = Int(run, "created_at_ms");
+  std::int64_t finished = Int(run, "finished_at_ms");
+  std::cout << "run:     " << Str(run, "id") << " (plan " << Str(run, "plan") << ", from "
+            << Str(run, "plan_file") << ")\n";
+  std::cout << "state:   " << Str(run, "state");
+  if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
+  std::cout << "\ncreated: " << Clock(created);
+  if (finished) std::cout << ", took " << FormatElapsed(finished - created);
+  std::cout << "\n\n";
+  std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
+  std::fflush(stdout);
+  for (const auto& sv : run.at("steps").as_array()) {
+    const json::object& s = sv.as_object();
+    std::int64_t start = Int(s, "started_at_ms");
+    std::int64_t end = Int(s, "finished_at_ms");
+    std::string time = start ? FormatElapsed((end ? end : start) - start) : "-";
+    std::string detail = Str(s, "reason");
+    if (Str(s, "phase") == "on_failure") detail = "(on_failure) " + detail;
+    std::printf("%-24s %-10s %-8lld %-8s %s\n", Str(s, "id").c_str(), Str(s, "state").c_str(),
+                static_cast<long long>(Int(s, "attempts")), time.c_str(), detail.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Bad plans are refused here, before the daemon is involved: every problem goes to stderr.
+bool ValidLocally(const std::string& text, const std::string& path,
+                  const std::map<std::string, std::string>& vars) {
+  ParseResult parsed = ParsePlan(text, path, vars);
+  for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
+  return parsed.plan.has_value();
+}
+
+int Validate(const std::vector<std::string>& plans, const std::vector<std::string>& var_args) {
+  auto vars = ParseVars(var_args);
+  bool bad = false;
+  for (const auto& path : plans) {
+    ParseResult r = ParsePlan(ReadPlan(path), path, vars);
+    for (const auto& d : r.errors) std::cerr << d.Format() << "\n";
+    if (r.plan) {
+      std::cout << path << ": ok (plan " << r.plan->name << ", " << r.plan->steps.size()
+                << " steps)\n";
+    } else {
+      bad = true;
+    }
+  }
+  return bad ? kExitUsage : kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"deployctl: control deployd, the deployment daemon"};
+  app.require_subcommand(1);
+  std::string socket_path;
+  app.add_option("--socket", socket_path,
+                 "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
+  app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
+
+  std::vector<std::string> plans;
+  std::vector<std::string> var_args;
+  std::string run_id;
+  std::string step_id;
+  bool json_out = false;
+  bool wait = false;
+  bool follow = false;
+
+  auto* validate = app.add_subcommand("validate", "check plans without running them (offline)");
+  validate->add_option("plan", plans, "plan files")->required();
+  validate->add_option("--var", var_args, "NAME=VALUE override");
+
+  auto* apply = app.add_subcommand("apply", "start a run of a plan; prints the run id first");
+  apply->add_option("plan", plans, "plan file")->required()->expected(1);
+  apply->add_option("--var", var_args, "NAME=VALUE override");
+  apply->add_flag("--wait", wait, "show progress until the run ends; exit 1 if it fails");
+
+  auto* plan = app.add_subcommand(
+      "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
+  plan->add_option("plan", plans, "plan file")->required()->expected(1);
+  plan->add_option("--var", var_args, "NAME=VALUE override");
+  plan->add_flag("--json", json_out, "print one JSON object");
+
+  auto* runs = app.add_subcommand("runs", "list runs, newest first");
+  runs->add_flag("--json", json_out, "print a JSON array");
+
+  auto* status = app.add_subcommand("status", "show a run and its steps");
+  status->add_option("run", run_id)->required();
+  status->add_flag("--json", json_out, "print one JSON object");
+
+  auto* watch = app.add_subcommand("watch", "show a run live until it ends");
+  watch->add_option("run", run_id)->required();
+  watch->add_flag("--json", json_out, "print the follow stream: one JSON object per line");
+
+  auto* logs = app.add_subcommand("logs", "print the output of a run's steps");
+  logs->add_option("run", run_id)->required();
+  logs->add_option("step", step_id);
+  logs->add_flag("-f,--follow", follow,
+                 "print STEP's output as it grows, until the step has ended");
+  logs->add_flag("--json", json_out, "print JSON");
+
+  auto* why = app.add_subcommand("why", "show the evidence of a failed run");
+  why->add_option("run", run_id)->required();
+  why->add_flag("--json", json_out, "print one JSON object");
+
+  auto* cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
+  cancel->add_option("run", run_id)->required();
+
+  auto* retry = app.add_subcommand("retry", "run a failed or cancelled run again from a step");
+  retry->add_option("run", run_id)->required();
+  retry->add_option("step", step_id, "default: the step that failed");
+  retry->add_flag("--wait", wait, "show progress until the run ends");
+
+  auto* skip = app.add_subcommand("skip", "mark a step skipped and let its run go on");
+  skip->add_option("run", run_id)->required();
+  skip->add_option("step", step_id)->required();
+  skip->add_flag("--wait", wait, "show progress until the run ends");
+
+  auto* pause = app.add_subcommand("pause", "start no new step until resumed");
+  pause->add_option("run", run_id)->required();
+
+  auto* resume = app.add_subcommand("resume", "let a paused run go on");
+  resume->add_option("run", run_id)->required();
+
+  auto* approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
+  approve->add_option("run", run_id)->required();
+  approve->add_option("step", step_id)->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  if (socket_path.empty()) {
+    const char* env = std::getenv("DEPLOYD_SOCKET");
+    socket_path = env && *env ? env : DefaultSocketPath();
+  }
+
+  try {
+    if (*validate) return Validate(plans, var_args);
+    if (*apply) {
+      auto vars = ParseVars(var_args);
+      std::string text = ReadPlan(plans[0]);
+      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
+      Client client(socket_path);
+      json::object vars_json;
+      for (const auto& [k, v] : vars) vars_json[k] = v;
+      client.Send(
+          {{"op", "apply"}, {"plan_text", text}, {"plan_file", plans[0]}, {"vars", vars_json}});
+      json::object answer = client.Receive();
+      if (!answer["ok"].as_bool()) {
+        if (const json::value* d = answer.if_contains("diagnostics"))
+          for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
+        Client::Refused(answer);
+      }
+      std::string id = Str(answer, "run");
+      std::cout << id << std::endl;
+      return wait ? FollowPlain(client, id, false) : kExitOk;
+    }
+    if (*plan) {
+      auto vars = ParseVars(var_args);
+      std::string text = ReadPlan(plans[0]);
+      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
+      Client client(socket_path);
+      return PlanDryRun(client, plans[0], text, vars, json_out);
+    }
+    Client client(socket_path);
+    if (*watch) {
+      if (!json_out) return WatchRun(client, run_id);
+      client.Send({{"op", "follow"}, {"run", run_id}});
+      for (;;) {
+        json::object line = client.Receive();
+        if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+        std::cout << json::serialize(line) << std::endl;
+        if (Str(line, "type") == "end") return ExitFor(line["run"].as_object());
+      }
+    }
+    if (*why) return Why(client, run_id, json_out);
+    if (*pause) {
+      client.Call({{"op", "pause"}, {"run", run_id}});
+      std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
+                << "until `deployctl resume " << run_id << "`\n";
+      return kExitOk;
+    }
+    if (*resume) {
+      client.Call({{"op", "resume"}, {"run", run_id}});
+      std::cout << "run " << run_id << " resumed\n";
+      return kExitOk;
+    }
+    if (*approve) {
+      client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
+      std::cout << "step " << step_id << " of run " << run_id << " approved\n";
+      return kExitOk;
+    }
+    if (*runs) {
+      json::object answer = client.Call({{"op", "runs"}});
+      if (json_out) {
+        std::cout << json::serialize(answer["runs"]) << "\n";
+        return kExitOk;
+      }
+      std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
+      for (const auto& rv : answer["runs"].as_array()) {
+        const json::object& r = rv.as_object();
+        std::printf("%-28s %-20s %-10s %-20s %s\n", Str(r, "id").c_str(), Str(r, "plan").c_str(),
+                    Str(r, "state").c_str(), Clock(Int(r, "created_at_ms")).c_str(),
+                    Str(r, "reason").c_str());
+      }
+      return kExitOk;
+    }
+    if (*status) {
+      json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
+      const json::object& run = answer["run"].as_object();
+      if (json_out) {
+        std::cout << json::serialize(run) << "\n";
+      } else {
+        PrintRun(run);
+      }
+      std::string state = Str(run, "state");
+      return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+    }
+    if (*logs && follow) {
+      if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
+      if (json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
+      return LogsFollow(client, run_id, step_id);
+    }
+    if (*logs) {
+      json::object request{{"op", "logs"}, {"run", run_id}};
+      if (!step_id.empty()) request["step"] = step_id;
+      json::object answer = client.Call(request);
+      if (json_out) {
+        std::cout << json::serialize(answer["logs"]) << "\n";
+        return kExitOk;
+      }
+      const auto& entries = answer["logs"].as_array();
+      for (const auto& ev : entries) {
+        const json::object& e = ev.as_object();
+        if (step_id.empty()) std::cout << "==> " << Str(e, "step") << " <==\n";
+        std::cout << Str(e, "text");
+      }
+      return kExitOk;
+    }
+    if (*cancel) {
+      client.Call({{"op", "cancel"}, {"run", run_id}});
+      std::cout << "run " << run_id << " cancelled\n";
+      return kExitOk;
+    }
+    if (*retry || *skip) {
+      json::object request{{"op", *retry ? "retry" : "skip"}, {"run", run_id}};
+      if (!step_id.empty()) request["step"] = step_id;
+      client.Call(request);
+      std::cout << "run " << run_id << " resumed\n";
+      return wait ? FollowPlain(client, run_id, false) : kExitOk;
+    }
+  } catch (const Exit& e) {
+    std::cerr << "deployctl: error: " << e.message << "\n";
+    return e.code;
+  }
+  return kExitUsage;
+}

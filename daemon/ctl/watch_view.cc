@@ -1,0 +1,344 @@
+#include "ctl/watch_view.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <cstdio>
+
+namespace deployd {
+
+namespace json = boost::json;
+
+namespace {
+
+// A progress sample older than this is shown as "no progress for …": a stall is what an
+// operator watching a long download most needs to see.
+constexpr std::int64_t kQuietAfterMs = 30'000;
+constexpr int kBarWidth = 22;
+// 1.2 / 3 is 0.39999…: rounding noise must not show as 39%.
+constexpr double kEpsilon = 1e-9;
+constexpr size_t kMaxStepColumn = 24;
+
+std::string Str(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : "";
+}
+
+std::int64_t Int(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v) return 0;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
+  if (v->is_double()) return static_cast<std::int64_t>(v->as_double());
+  return 0;
+}
+
+std::optional<double> Number(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v) return std::nullopt;
+  if (v->is_int64()) return static_cast<double>(v->as_int64());
+  if (v->is_uint64()) return static_cast<double>(v->as_uint64());
+  if (v->is_double()) return v->as_double();
+  return std::nullopt;
+}
+
+bool IsTerminalStep(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "skipped" || state == "cancelled";
+}
+
+bool IsTerminalRun(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+// Cuts `line` to `width` code points (UTF-8), so that a terminal never wraps it.
+std::string Cut(const std::string& line, int width) {
+  if (width <= 0) return line;
+  int points = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;  // continuation byte
+    if (points == width) return line.substr(0, i);
+    ++points;
+  }
+  return line;
+}
+
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string FormatEta(double seconds) {
+  if (seconds < 60) return std::to_string(static_cast<int>(std::ceil(seconds))) + "s";
+  return FormatElapsed(static_cast<std::int64_t>(seconds * 1000));
+}
+
+// A progress line's N/M: counts (files, shards) as they are; sizes, which deployd gives in
+// bytes, as sizes. A count of a million or more is taken for a size.
+std::string Count(double n) {
+  if (n >= 1e6) return FormatBytes(n);
+  return std::to_string(static_cast<long long>(n));
+}
+
+std::optional<double> FractionOf(const StepProgress& p) {
+  if (p.fraction) return std::clamp(*p.fraction, 0.0, 1.0);
+  if (p.bytes && p.total_bytes && *p.total_bytes > 0)
+    return std::clamp(*p.bytes / *p.total_bytes, 0.0, 1.0);
+  return std::nullopt;
+}
+
+std::string StepTime(const StepView& s, std::int64_t now_ms) {
+  if (!s.started_at_ms) return "";
+  std::int64_t end = s.finished_at_ms ? s.finished_at_ms : now_ms;
+  return FormatElapsed(std::max<std::int64_t>(0, end - s.started_at_ms));
+}
+
+}  // namespace
+
+std::string FormatElapsed(std::int64_t ms) {
+  char buf[32];
+  if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(ms / 60'000),
+                  static_cast<long long>(ms / 1000 % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(ms / 3'600'000),
+                  static_cast<long long>(ms / 60'000 % 60));
+  }
+  return buf;
+}
+
+std::string FormatBytes(double bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  char buf[32];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%.0fB", std::max(0.0, bytes));
+    return buf;
+  }
+  double value = bytes / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  std::snprintf(buf, sizeof buf, "%.1f%s", value, kUnits[unit]);
+  return buf;
+}
+
+std::string ProgressBar(double fraction, int width) {
+  int inner = std::max(1, width - 2);
+  int filled = static_cast<int>(std::floor(std::clamp(fraction, 0.0, 1.0) * inner + kEpsilon));
+  return "[" + std::string(filled, '#') + std::string(inner - filled, '-') + "]";
+}
+
+StepProgress ProgressFromJson(const json::object& o) {
+  StepProgress p;
+  p.bytes = Number(o, "bytes");
+  p.total_bytes = Number(o, "total_bytes");
+  p.fraction = Number(o, "fraction");
+  p.rate_bps = Number(o, "rate_bps");
+  p.eta_s = Number(o, "eta_s");
+  p.done = Number(o, "done");
+  p.total = Number(o, "total");
+  p.last_progress_at_ms = Int(o, "last_progress_at_ms");
+  p.at_ms = Int(o, "at_ms");
+  return p;
+}
+
+std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms) {
+  std::string head;
+  std::optional<double> fraction = FractionOf(p);
+  if (fraction)
+    head = std::to_string(static_cast<int>(std::floor(*fraction * 100 + kEpsilon))) + "%";
+  if (p.bytes) {
+    if (!head.empty()) head += " ";
+    head += FormatBytes(*p.bytes);
+    if (p.total_bytes) head += " / " + FormatBytes(*p.total_bytes);
+  } else if (p.done && p.total) {
+    if (!head.empty()) head += " ";
+    head += Count(*p.done) + "/" + Count(*p.total);
+  }
+  std::vector<std::string> parts;
+  if (!head.empty()) parts.push_back(head);
+  if (p.rate_bps) parts.push_back(FormatBytes(*p.rate_bps) + "/s");
+  if (p.eta_s && (!fraction || *fraction < 1)) parts.push_back("ETA " + FormatEta(*p.eta_s));
+  if (p.last_progress_at_ms && now_ms - p.last_progress_at_ms >= kQuietAfterMs)
+    parts.push_back("no progress for " + FormatElapsed(now_ms - p.last_progress_at_ms));
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
+  return text;
+}
+
+RunView RunViewFromJson(const json::object& run) {
+  RunView view;
+  view.id = Str(run, "id");
+  view.plan = Str(run, "plan");
+  view.state = Str(run, "state");
+  view.reason = Str(run, "reason");
+  view.created_at_ms = Int(run, "created_at_ms");
+  view.finished_at_ms = Int(run, "finished_at_ms");
+  if (const json::value* steps = run.if_contains("steps"); steps && steps->is_array()) {
+    for (const json::value& sv : steps->as_array()) {
+      if (!sv.is_object()) continue;
+      const json::object& s = sv.as_object();
+      StepView step;
+      step.id = Str(s, "id");
+      step.phase = Str(s, "phase");
+      step.state = Str(s, "state");
+      step.attempts = Int(s, "attempts");
+      step.started_at_ms = Int(s, "started_at_ms");
+      step.finished_at_ms = Int(s, "finished_at_ms");
+      step.detail = Str(s, "reason");
+      if (const json::value* p = s.if_contains("progress"); p && p->is_object())
+        step.progress = ProgressFromJson(p->as_object());
+      view.steps.push_back(std::move(step));
+    }
+  }
+  return view;
+}
+
+void ApplyFollowLine(RunView& view, const json::object& line) {
+  std::string type = Str(line, "type");
+  if (type == "snapshot" || type == "end") {
+    if (const json::value* run = line.if_contains("run"); run && run->is_object()) {
+      RunView fresh = RunViewFromJson(run->as_object());
+      // The status JSON may not carry progress; keep the last sample seen on the stream.
+      for (StepView& step : fresh.steps) {
+        for (const StepView& old : view.steps) {
+          if (old.id == step.id && !step.progress && old.progress) step.progress = old.progress;
+        }
+      }
+      view = std::move(fresh);
+    }
+    if (type == "end") view.ended = true;
+    return;
+  }
+  std::string step_id = Str(line, "step");
+  auto step = std::find_if(view.steps.begin(), view.steps.end(),
+                           [&](const StepView& s) { return s.id == step_id; });
+  if (type == "progress") {
+    if (step != view.steps.end()) step->progress = ProgressFromJson(line);
+    return;
+  }
+  if (type != "event") return;
+  std::string kind = Str(line, "kind");
+  std::string state = Str(line, "state");
+  std::int64_t at = Int(line, "at_ms");
+  if (kind == "run.state") {
+    view.state = state;
+    view.reason = Str(line, "detail");
+    view.finished_at_ms = IsTerminalRun(state) ? at : 0;
+    return;
+  }
+  if (kind != "step.state" || step == view.steps.end()) return;
+  if (state == "pending" && line.contains("attempt") && Int(line, "attempt") == 0) {
+    // Reset for a retry by the operator: the step starts afresh.
+    step->started_at_ms = 0;
+    step->progress.reset();
+  }
+  if (line.contains("attempt")) step->attempts = Int(line, "attempt");
+  if (!step->started_at_ms && (state == "running" || state == "waiting")) {
+    step->started_at_ms = at;
+  }
+  step->state = state;
+  step->detail = Str(line, "detail");
+  step->finished_at_ms = IsTerminalStep(state) ? at : 0;
+}
+
+bool IsLive(const RunView& view) { return !view.ended && !IsTerminalRun(view.state); }
+
+std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms, int width,
+                                       int height) {
+  std::vector<std::string> lines;
+  std::int64_t end = view.finished_at_ms ? view.finished_at_ms : now_ms;
+  std::string heading = "run " + view.id + " (plan " + view.plan + "): " + view.state +
+                        (IsTerminalRun(view.state) ? " after " : ", ") +
+                        FormatElapsed(std::max<std::int64_t>(0, end - view.created_at_ms));
+  if (!view.reason.empty()) heading += " — " + view.reason;
+  lines.push_back(heading);
+
+  size_t id_width = 4;
+  for (const StepView& s : view.steps) id_width = std::max(id_width, s.id.size());
+  id_width = std::min(id_width, kMaxStepColumn);
+  auto row = [&](const std::string& id, const std::string& state, const std::string& time,
+                 const std::string& detail) {
+    std::string time_col = time.size() >= 7 ? time : std::string(7 - time.size(), ' ') + time;
+    std::string text = Pad(id, id_width) + "  " + Pad(state, 10) + " " + time_col;
+    if (!detail.empty()) text += "  " + detail;
+    // Trailing blanks would only make the terminal's lines longer.
+    text.erase(text.find_last_not_of(' ') + 1);
+    return text;
+  };
+  lines.push_back(row("STEP", "STATE", "TIME", "DETAIL"));
+
+  // Which steps get a line when the screen is too short: the earliest finished ones are
+  // folded into one line; if that is not enough, the last ones into another.
+  std::vector<bool> shown(view.steps.size(), true);
+  size_t room = height > 2 ? static_cast<size_t>(std::max(2, height - 2)) : view.steps.size();
+  size_t folded = 0;
+  size_t hidden_at_end = 0;
+  if (view.steps.size() > room) {
+    size_t to_fold = view.steps.size() - room + 1;
+    for (size_t i = 0; i < view.steps.size() && folded < to_fold; ++i) {
+      if (IsTerminalStep(view.steps[i].state)) {
+        shown[i] = false;
+        ++folded;
+      }
+    }
+    size_t needed = view.steps.size() - folded + (folded ? 1 : 0);
+    if (needed > room) {
+      size_t to_hide = needed - room + 1;
+      for (size_t i = view.steps.size(); i-- > 0 && hidden_at_end < to_hide;) {
+        if (!shown[i]) continue;
+        shown[i] = false;
+        ++hidden_at_end;
+      }
+    }
+  }
+  auto plural = [](size_t n, const char* one, const char* many) {
+    return "… " + std::to_string(n) + (n == 1 ? one : many);
+  };
+  if (folded)
+    lines.push_back(plural(folded, " finished step not shown", " finished steps not shown"));
+  for (size_t i = 0; i < view.steps.size(); ++i) {
+    if (!shown[i]) continue;
+    const StepView& s = view.steps[i];
+    std::string detail;
+    // Progress is shown while the action is watched; a sample that knows nothing yet shows
+    // the step's detail instead.
+    bool active = s.state == "running" || s.state == "verifying";
+    std::string progress = active && s.progress ? DescribeProgress(*s.progress, now_ms) : "";
+    if (!progress.empty()) {
+      std::optional<double> fraction = FractionOf(*s.progress);
+      detail = (fraction ? ProgressBar(*fraction, kBarWidth) + " " : "") + progress;
+    } else {
+      detail = s.detail;
+    }
+    if (s.phase == "on_failure") detail = "(on_failure) " + detail;
+    lines.push_back(row(s.id, s.state, StepTime(s, now_ms), detail));
+  }
+  if (hidden_at_end)
+    lines.push_back(plural(hidden_at_end, " more step not shown", " more steps not shown"));
+  for (std::string& line : lines) line = Cut(line, width);
+  return lines;
+}
+
+std::string FormatEventLine(const json::object& event, std::int64_t origin_ms) {
+  std::string step = Str(event, "step");
+  std::string state = Str(event, "state");
+  std::string kind = Str(event, "kind");
+  if (kind == "run.preflight") state = "preflight";
+  if (kind == "run.created") state = "created";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(Int(event, "at_ms") - origin_ms).c_str());
+  return buf + Pad(step.empty() ? "run" : step, 24) + " " + Pad(state, 10) + " " +
+         Str(event, "detail");
+}
+
+std::string FormatProgressLine(const std::string& step, const StepProgress& progress,
+                               std::int64_t at_ms, std::int64_t origin_ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(at_ms - origin_ms).c_str());
+  return buf + Pad(step, 24) + " " + Pad("progress", 10) + " " + DescribeProgress(progress, at_ms);
+}
+
+}  // namespace deployd

@@ -1,0 +1,87 @@
+// WatchView: what `deployctl watch` shows, as pure functions from a run's state to lines of
+// text. No I/O, no clock (the time is an argument), no escape codes: the caller decides how
+// the lines reach the screen (redrawn in place on a terminal, or printed once each).
+//
+// A RunView is built from a run's status JSON (the `follow` stream's snapshot) and kept up to
+// date with the stream's lines: {"type": "event"} (committed transitions), {"type":
+// "progress"} (a step's progress samples) and {"type": "end"} (the run's final record).
+#ifndef DEPLOYD_CTL_WATCH_VIEW_H_
+#define DEPLOYD_CTL_WATCH_VIEW_H_
+
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deployd {
+
+// A step's progress as deployd measured it; every field may be unknown.
+struct StepProgress {
+  std::optional<double> bytes;        // done so far
+  std::optional<double> total_bytes;  // expected in all
+  std::optional<double> fraction;     // 0..1
+  std::optional<double> rate_bps;     // bytes per second, recently
+  std::optional<double> eta_s;        // seconds left at that rate
+  std::optional<double> done;         // N and M of the last progress line ("27/60")
+  std::optional<double> total;
+  std::int64_t last_progress_at_ms = 0;  // when it last moved; 0 = unknown
+  std::int64_t at_ms = 0;                // when these values were taken; 0 = unknown
+};
+
+struct StepView {
+  std::string id;
+  std::string phase = "main";  // or "on_failure"
+  std::string state = "pending";
+  std::int64_t attempts = 0;
+  std::int64_t started_at_ms = 0;   // 0 = not started
+  std::int64_t finished_at_ms = 0;  // 0 = not finished
+  std::string detail;               // the latest reason or event detail
+  std::optional<StepProgress> progress;
+};
+
+struct RunView {
+  std::string id;
+  std::string plan;
+  std::string state = "pending";
+  std::string reason;
+  std::int64_t created_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
+  std::vector<StepView> steps;
+  bool ended = false;  // the stream's "end" line was seen
+};
+
+// From a run's status JSON (`status --json`, the snapshot's and the end line's "run").
+RunView RunViewFromJson(const boost::json::object& run);
+// Applies one line of a follow stream; other lines are ignored.
+void ApplyFollowLine(RunView& view, const boost::json::object& line);
+// True while something can still change by itself (the run has not finished).
+bool IsLive(const RunView& view);
+
+// The live table, at wall-clock time `now_ms`: a heading, a column header and one line per
+// step, each cut to `width` characters (code points). With more steps than `height` - 2
+// lines allow, the earliest finished steps are folded into one line.
+std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms, int width,
+                                       int height);
+
+// One line of a plain (non-terminal) follow: "[    0.1s] fetch                    running attempt
+// 1".
+std::string FormatEventLine(const boost::json::object& event, std::int64_t origin_ms);
+// "[   12.0s] download                 progress   42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s"
+std::string FormatProgressLine(const std::string& step, const StepProgress& progress,
+                               std::int64_t at_ms, std::int64_t origin_ms);
+
+// The pieces, exposed for tests.
+StepProgress ProgressFromJson(const boost::json::object& o);
+// "42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s" (what is known, in that order); with
+// `now_ms` past last_progress_at_ms by 30s or more, ", no progress for 1m05s" is added.
+std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms);
+// "[#########-----------]": `width` characters in all, brackets included.
+std::string ProgressBar(double fraction, int width);
+std::string FormatBytes(double bytes);  // "512B", "1.5KiB", "45.0MiB", "2.9GiB"
+// "12.3s", "4m05s", "2h07m" (the same as deployctl's other verbs).
+std::string FormatElapsed(std::int64_t ms);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_CTL_WATCH_VIEW_H_

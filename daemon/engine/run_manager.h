@@ -1,0 +1,173 @@
+// RunManager: carries out runs. It feeds each step's events to the StepMachine, commits every
+// transition to the RunStore before acting on it, and executes the effects: starting actions
+// (ChildProcess), running checks, arming timers, stopping process groups.
+//
+// How it works: steps run strictly in plan order, one at a time per run. Advance() finds the
+// run's first step that is not finished and starts it; every completion (a child's exit, a
+// check's answer, a timer) comes back as a StepEvent through Dispatch(), which commits the
+// transition, tells the listeners, runs the effects and, when the step has finished, calls
+// Advance() again. When a main step fails, the plan's on_failure steps run and the run fails.
+//
+// Every asynchronous completion carries the step's generation; a completion from an earlier
+// attempt (a child killed by a timeout that exits later, say) is recognised and dropped.
+// One thread: everything runs on the io_context given at construction.
+#ifndef DEPLOYD_ENGINE_RUN_MANAGER_H_
+#define DEPLOYD_ENGINE_RUN_MANAGER_H_
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deployd/plan.h"
+#include "deployd/status.h"
+#include "engine/step_machine.h"
+#include "store/run_store.h"
+
+namespace deployd {
+
+struct ActionEnd;
+
+struct RunManagerOptions {
+  std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
+  std::uint64_t log_cap_bytes = 64ull << 20;
+  // Called after each committed event with a one-line summary of what deployd is doing
+  // (for systemd's STATUS=).
+  std::function<void(const std::string& activity)> on_activity;
+  // The program a background action's supervisor is executed from: deployd itself, whatever
+  // replaced the file on disk since it started.
+  std::string supervisor_exe = "/proc/self/exe";
+  // Finished runs older than this are forgotten (rows, events and logs) when deployd starts
+  // and whenever a run finishes; unset keeps every run.
+  std::optional<Duration> retention;
+  // Handed to built-in actions (builtin_action.h): where `service` writes unit files, where
+  // `remove` may delete.
+  std::string unit_dir = "/etc/systemd/system";
+  std::vector<std::string> allowed_roots;
+};
+
+struct ApplyResult {
+  std::string run_id;                    // set on success
+  std::vector<std::string> diagnostics;  // formatted plan errors
+  Status status;                         // !ok: why nothing was started
+};
+
+class RunManager {
+ public:
+  RunManager(boost::asio::any_io_executor ex, RunStore& store, RunManagerOptions options);
+  ~RunManager();
+
+  // Resumes every run the store holds as unfinished (DESIGN.md §1 "Crash and restart").
+  void Recover();
+  // Validates the plan with the variables, records the run and starts it.
+  ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
+                    const std::map<std::string, std::string>& vars);
+  Status Cancel(const std::string& run_id);
+  // Starts a failed or cancelled run again from `step_id` (default: its first unfinished step).
+  Status Retry(const std::string& run_id, const std::string& step_id);
+  // Marks a step that is not running as skipped, and lets its run go on.
+  Status Skip(const std::string& run_id, const std::string& step_id);
+  // Lets an approval step that is waiting go on; `by` names the operator in its record.
+  Status Approve(const std::string& run_id, const std::string& step_id, const std::string& by);
+  // Pause takes effect between steps: the current step finishes, no new step starts (a run
+  // whose steps are all done still finishes). Resume lets the run go on.
+  Status Pause(const std::string& run_id);
+  Status Resume(const std::string& run_id);
+
+  // Live view of one run: called with each committed event, as EventToJson() gives it (seq is
+  // 0: the store numbers events) plus "attempt".
+  using Listener = std::function<void(const boost::json::object& event)>;
+  std::uint64_t Subscribe(const std::string& run_id, Listener listener);
+  void Unsubscribe(std::uint64_t token);
+
+  // Adds "progress" (ProgressToJson) to each step of `run_json` (RunToJson's shape) that is
+  // being watched right now. Progress is observation, not state: it is never stored.
+  void AddProgress(boost::json::object& run_json) const;
+
+  std::string LogPath(const std::string& run_id, const std::string& step_id) const;
+  // Where the supervisor of a background step's attempt records its action (supervisor.h).
+  std::string StatusPath(const std::string& run_id, const std::string& step_id, int attempt) const;
+  // Calls `done` once no process of the step's actions is alive (posted at once when none
+  // is), so that `logs -f` can end when the log's writers have: the foreground children this
+  // daemon started, and a background action (found by its recorded pid and start time, also
+  // after a restart). Dropping the returned handle stops waiting.
+  std::shared_ptr<void> WhenActionsExit(const std::string& run_id, const std::string& step_id,
+                                        std::function<void()> done);
+  size_t active_runs() const { return runs_.size(); }
+  // Stops timers and checks; leaves every child process running (the next start recovers).
+  void Shutdown();
+
+  struct ActiveRun;
+
+ private:
+  struct EventInfo;
+  // Which generation an asynchronous completion belongs to (see the class comment).
+  enum class Source { kOperator, kAction, kChecks, kTimer };
+
+  ActiveRun* Find(const std::string& run_id);
+  Result<ActiveRun*> Activate(const RunRecord& record);
+  void Start(ActiveRun& run);
+  void Advance(ActiveRun& run);
+  void RunPreflight(ActiveRun& run);
+  void Finish(ActiveRun& run, RunState state, const std::string& reason,
+              const std::string& evidence);
+  void ForgetOldRuns();
+  void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info, Source source,
+                int generation);
+  void StartAction(ActiveRun& run, size_t index);
+  // The argv of the step's action: its command, or deployd itself running a built-in.
+  std::vector<std::string> ActionArgv(const Step& step) const;
+  // The step's secrets, read now (never stored): added to the action's environment.
+  Result<std::map<std::string, std::string>> LoadSecrets(const ActiveRun& run, const Step& step);
+  // A `service` step that starts its unit follows the unit's journal for fail_on from fire
+  // until the step ends.
+  void FollowJournal(ActiveRun& run, size_t index, int gen);
+  void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
+  void StartChecks(ActiveRun& run, size_t index, bool skip_if);
+  void StopAction(ActiveRun& run, size_t index);
+  void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
+  void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
+  void StartBackground(ActiveRun& run, size_t index, int gen);
+  // `when` ends the reason, e.g. " (it ended while deployd was down)".
+  void OnBackgroundEnd(const std::string& run_id, size_t index, int gen, const ActionEnd& end,
+                       const std::string& when);
+  void FollowBackgroundOutput(ActiveRun& run, size_t index, int gen, std::uint64_t offset);
+  bool Reattach(ActiveRun& run, size_t index);
+  // Re-opens a finished run from `from` on: failed or cancelled main steps and every
+  // on_failure step become pending again, and the run is running.
+  Status Reopen(ActiveRun& run, size_t from, const std::string& why);
+  bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
+                      const std::string& evidence);
+  // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
+  // restart between the step's commit and the run's). `changed`: the step just transitioned.
+  void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
+  void Notify(const std::string& run_id, const EventRecord& event, int attempt);
+  // Sends one line to the run's listeners as it is.
+  void NotifyLine(const std::string& run_id, const boost::json::object& line);
+
+  boost::asio::any_io_executor ex_;
+  RunStore& store_;
+  RunManagerOptions options_;
+  std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
+  std::map<std::uint64_t, std::pair<std::string, Listener>> listeners_;
+  std::uint64_t next_token_ = 1;
+  // Per "RUN/STEP": the action processes started and not yet exited, and who waits for none.
+  std::map<std::string, int> alive_actions_;
+  std::map<std::string, std::vector<std::function<void()>>> exit_waiters_;
+};
+
+// The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.
+boost::json::object RunToJson(const RunRecord& run);
+// One event line of a `follow` stream: {"type": "event", "run", "seq", "step", "kind", "state",
+// "detail", "at_ms"}.
+boost::json::object EventToJson(const std::string& run_id, const EventRecord& event);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_ENGINE_RUN_MANAGER_H_

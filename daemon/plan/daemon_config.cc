@@ -1,0 +1,131 @@
+#include "plan/daemon_config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "util/units.h"
+
+namespace deployd {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string LineOf(const std::string& text, int line) {
+  std::istringstream in(text);
+  std::string l;
+  for (int i = 1; std::getline(in, l); ++i)
+    if (i == line) return l;
+  return "";
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  if (::geteuid() == 0) return "/run/deployd/deployd.sock";
+  if (std::string run = Env("XDG_RUNTIME_DIR"); !run.empty()) return run + "/deployd/deployd.sock";
+  return "/tmp/deployd-" + std::to_string(::geteuid()) + "/deployd.sock";
+}
+
+std::string DefaultStateDir() {
+  if (::geteuid() == 0) return "/var/lib/deployd";
+  if (std::string state = Env("XDG_STATE_HOME"); !state.empty()) return state + "/deployd";
+  return Env("HOME") + "/.local/state/deployd";
+}
+
+void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
+                      std::vector<Diagnostic>& errors) {
+  std::ifstream in(path);
+  if (!in) {
+    errors.push_back({path, 0, 0, "cannot read the configuration file", ""});
+    return;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  auto error = [&](const YAML::Mark& mark, const std::string& message) {
+    int line = mark.is_null() ? 0 : mark.line + 1;
+    int column = mark.is_null() ? 0 : mark.column + 1;
+    errors.push_back({path, line, column, message, line ? LineOf(text, line) : ""});
+  };
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    error(e.mark, e.msg);
+    return;
+  }
+  if (root.IsNull()) return;  // an empty file keeps every default
+  if (!root.IsMap()) {
+    error(root.Mark(), "the configuration must be a map of settings");
+    return;
+  }
+  std::set<std::string> seen;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    YAML::Node key = it->first;
+    YAML::Node value = it->second;
+    std::string name = key.Scalar();
+    if (!seen.insert(name).second) {
+      error(key.Mark(), "duplicate key '" + name + "'");
+      continue;
+    }
+    if (name == "allowed_roots") {
+      // A list of absolute directories under which `remove` may delete.
+      if (!value.IsSequence()) {
+        error(value.Mark(), "'allowed_roots' must be a list of absolute directories");
+        continue;
+      }
+      config.allowed_roots.clear();
+      for (auto root_it = value.begin(); root_it != value.end(); ++root_it) {
+        YAML::Node item = *root_it;
+        if (!item.IsScalar() || !item.Scalar().starts_with("/")) {
+          error(item.Mark(), "'allowed_roots' entries must be absolute directories");
+          continue;
+        }
+        config.allowed_roots.push_back(item.Scalar());
+      }
+      continue;
+    }
+    if (!value.IsScalar()) {
+      error(value.Mark(), "'" + name + "' must be a single value");
+      continue;
+    }
+    if (name == "socket") {
+      config.socket_path = value.Scalar();
+    } else if (name == "state_dir") {
+      config.state_dir = value.Scalar();
+    } else if (name == "group") {
+      config.group = value.Scalar();
+    } else if (name == "log_max_size") {
+      auto size = ParseSize(value.Scalar());
+      if (!size || *size == 0)
+        error(value.Mark(), "invalid size '" + value.Scalar() + "' (expected e.g. 64MiB)");
+      else
+        config.log_max_size = *size;
+    } else if (name == "retention") {
+      auto d = ParseDuration(value.Scalar());
+      if (!d || d->count() <= 0)
+        error(value.Mark(), "invalid duration '" + value.Scalar() + "' (expected e.g. 30d, 12h)");
+      else
+        config.retention = *d;
+    } else if (name == "unit_dir") {
+      if (!value.Scalar().starts_with("/"))
+        error(value.Mark(), "'unit_dir' must be an absolute directory");
+      else
+        config.unit_dir = value.Scalar();
+    } else {
+      error(key.Mark(), "unknown key '" + name +
+                            "' (known: socket, state_dir, group, log_max_size, retention, "
+                            "unit_dir, allowed_roots)");
+    }
+  }
+}
+
+}  // namespace deployd

@@ -1,0 +1,26 @@
+// Named sets of fail_on patterns: `fail_on: vllm` stands for the fatal startup and runtime
+// signatures of vLLM (notes: failure modes #15, #17, #25), and `fail_on: hf` for the
+// Hugging Face download errors that no retry can fix (#7, #8). Each pattern carries the one-line
+// explanation a step's failure reason gives after the matched line.
+#ifndef DEPLOYD_PLAN_FAIL_ON_SETS_H_
+#define DEPLOYD_PLAN_FAIL_ON_SETS_H_
+
+#include <span>
+#include <string_view>
+
+namespace deployd {
+
+struct NamedPattern {
+  std::string_view pattern;      // ECMAScript regex, as a plan's fail_on would spell it
+  std::string_view explanation;  // what the line means and what to do
+  bool retryable = false;        // a fresh attempt may succeed (else retries are skipped)
+};
+
+// The set called `name`, or an empty span when there is none.
+std::span<const NamedPattern> FailOnSet(std::string_view name);
+// "vllm, hf": for messages.
+std::string_view FailOnSetNames();
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_PLAN_FAIL_ON_SETS_H_

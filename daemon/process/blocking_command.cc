@@ -1,0 +1,144 @@
+#include "process/blocking_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "util/units.h"
+
+extern char** environ;
+
+namespace deployd {
+namespace {
+
+constexpr size_t kMaxCapture = 4 << 20;
+
+std::string FirstLine(const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+    pos = end + 1;
+  }
+  return "";
+}
+
+struct Pipe {
+  int read_fd = -1;
+  int write_fd = -1;
+  ~Pipe() {
+    if (read_fd >= 0) ::close(read_fd);
+    if (write_fd >= 0) ::close(write_fd);
+  }
+  bool Open() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    read_fd = fds[0];
+    write_fd = fds[1];
+    return true;
+  }
+  void CloseWrite() {
+    ::close(write_fd);
+    write_fd = -1;
+  }
+};
+
+// Reads both pipes until both are at end of file or the deadline passes; false on the deadline.
+bool Drain(Pipe& out_pipe, Pipe& err_pipe, CommandOutput& output,
+           std::chrono::steady_clock::time_point deadline) {
+  pollfd fds[2] = {{out_pipe.read_fd, POLLIN, 0}, {err_pipe.read_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&output.out, &output.err};
+  int open = 2;
+  while (open > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+    if (ready < 0 && errno != EINTR) return false;
+    if (ready <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[8192];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fds[i].fd = -1;  // poll ignores negative descriptors
+        --open;
+        continue;
+      }
+      if (sinks[i]->size() < kMaxCapture) sinks[i]->append(buf, static_cast<size_t>(n));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string CommandOutput::How() const {
+  if (term_signal == 0) return "exit status " + std::to_string(exit_status);
+  const char* abbrev = ::sigabbrev_np(term_signal);
+  return "killed by signal " + std::to_string(term_signal) +
+         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
+}
+
+std::string CommandOutput::Reason() const {
+  if (std::string line = FirstLine(err); !line.empty()) return line;
+  if (std::string line = FirstLine(out); !line.empty()) return line;
+  return How();
+}
+
+Result<CommandOutput> RunBlocking(const std::vector<std::string>& argv, Duration timeout) {
+  if (argv.empty()) return Status::Error("empty command");
+  const std::string& program = argv[0];
+  Pipe out_pipe, err_pipe;
+  if (!out_pipe.Open() || !err_pipe.Open()) {
+    return Status::Error(std::string("pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe.write_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe.write_fd, 2);
+  // The daemon's sockets are not close-on-exec (build-facts §3): the child gets none of them.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, program.c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  out_pipe.CloseWrite();
+  err_pipe.CloseWrite();
+  if (rc != 0) return Status::Error("cannot start '" + program + "': " + std::strerror(rc));
+
+  CommandOutput output;
+  // A grandchild that keeps a pipe open (a daemon the tool started without closing its
+  // descriptors) would hold us until the deadline; the tools used here close theirs.
+  bool finished = Drain(out_pipe, err_pipe, output, std::chrono::steady_clock::now() + timeout);
+  if (!finished) ::kill(pid, SIGKILL);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!finished) {
+    return Status::Error(program + ": no answer within " + FormatDuration(timeout) + ", killed");
+  }
+  if (WIFEXITED(wstatus)) {
+    output.exit_status = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    output.term_signal = WTERMSIG(wstatus);
+  }
+  return output;
+}
+
+}  // namespace deployd

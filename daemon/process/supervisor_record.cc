@@ -1,0 +1,166 @@
+#include "process/supervisor_record.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cerrno>
+
+namespace deployd {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view StateName(SupervisorRecord::State s) {
+  switch (s) {
+    case SupervisorRecord::State::kRunning:
+      return "running";
+    case SupervisorRecord::State::kExited:
+      return "exited";
+    case SupervisorRecord::State::kFailedToStart:
+      return "failed_to_start";
+  }
+  return "unknown";
+}
+
+std::optional<std::int64_t> IntField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || !v->is_int64()) {
+    if (v && v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
+    return std::nullopt;
+  }
+  return v->as_int64();
+}
+
+}  // namespace
+
+std::string SupervisorRecord::ToJson() const {
+  json::object o;
+  o["state"] = StateName(state);
+  o["pid"] = action.pid;
+  o["start_time"] = action.start_time;
+  o["supervisor_pid"] = supervisor.pid;
+  o["supervisor_start_time"] = supervisor.start_time;
+  o["boot_id"] = supervisor.boot_id;
+  o["started_at_ms"] = started_at_ms;
+  o["ended_at_ms"] = ended_at_ms;
+  if (state == State::kExited) {
+    o["exit_code"] = exit.code;
+    o["signal"] = exit.signal;
+  }
+  if (state == State::kFailedToStart) o["error"] = error;
+  return json::serialize(o);
+}
+
+Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
+  boost::system::error_code ec;
+  json::value value = json::parse(text, ec);
+  if (ec || !value.is_object()) return Status::Error("not a JSON object");
+  const json::object& o = value.as_object();
+  SupervisorRecord r;
+  const json::value* state = o.if_contains("state");
+  if (!state || !state->is_string()) return Status::Error("no \"state\"");
+  if (*state == "running") {
+    r.state = State::kRunning;
+  } else if (*state == "exited") {
+    r.state = State::kExited;
+  } else if (*state == "failed_to_start") {
+    r.state = State::kFailedToStart;
+  } else {
+    return Status::Error("unknown state " + json::serialize(*state));
+  }
+  auto pid = IntField(o, "pid");
+  auto start_time = IntField(o, "start_time");
+  auto supervisor_pid = IntField(o, "supervisor_pid");
+  auto supervisor_start_time = IntField(o, "supervisor_start_time");
+  const json::value* boot_id = o.if_contains("boot_id");
+  if (!pid || !start_time || !supervisor_pid || !supervisor_start_time || !boot_id ||
+      !boot_id->is_string())
+    return Status::Error("the processes are not named");
+  r.action = {static_cast<pid_t>(*pid), static_cast<std::uint64_t>(*start_time),
+              std::string(boot_id->as_string())};
+  r.supervisor = {static_cast<pid_t>(*supervisor_pid),
+                  static_cast<std::uint64_t>(*supervisor_start_time), r.action.boot_id};
+  r.started_at_ms = IntField(o, "started_at_ms").value_or(0);
+  r.ended_at_ms = IntField(o, "ended_at_ms").value_or(0);
+  if (r.state == State::kExited) {
+    auto code = IntField(o, "exit_code");
+    auto signal = IntField(o, "signal");
+    if (!code || !signal) return Status::Error("an exited record without its exit status");
+    r.exit.code = static_cast<int>(*code);
+    r.exit.signal = static_cast<int>(*signal);
+  }
+  if (r.state == State::kFailedToStart) {
+    const json::value* error = o.if_contains("error");
+    if (!error || !error->is_string()) return Status::Error("a start failure without its error");
+    r.error = std::string(error->as_string());
+  }
+  return r;
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view content) {
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error("cannot write " + path + ": " + what + ": " + ::strerror(err));
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return fail("open " + tmp);
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return fail("write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return fail("fsync");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename");
+  // The rename itself is durable only once the directory is.
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<SupervisorRecord>> ReadSupervisorRecord(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<SupervisorRecord>();
+    return Status::Error("cannot read " + path + ": " + ::strerror(errno));
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return Status::Error("cannot read " + path + ": " + ::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  Result<SupervisorRecord> record = SupervisorRecord::FromJson(text);
+  if (!record.ok()) {
+    return Status::Error("the status file " + path + " is damaged: " + record.status().message());
+  }
+  return std::optional<SupervisorRecord>(std::move(record.value()));
+}
+
+}  // namespace deployd

@@ -1,0 +1,132 @@
+// RunStore: the durable record of every run, its steps and an append-only event log, in one
+// SQLite file (WAL, synchronous=FULL). The database is the truth; the run manager's memory is
+// a cache of it.
+//
+// Every mutation is one transaction that is committed (fsync'd) before the call returns, so a
+// caller commits its intent first and acts after. Not thread-safe: owned by the daemon's one
+// thread.
+#ifndef DEPLOYD_STORE_RUN_STORE_H_
+#define DEPLOYD_STORE_RUN_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deployd/states.h"
+#include "deployd/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace deployd {
+
+struct StepRecord {
+  int index = 0;  // position in the run: main steps first, then on_failure steps
+  std::string id;
+  std::string phase = "main";  // "main" or "on_failure"
+  StepState state = StepState::kPending;
+  int attempts = 0;
+  std::int64_t started_at_ms = 0;   // first fire; 0 = never
+  std::int64_t finished_at_ms = 0;  // reached a terminal state; 0 = not yet
+  std::optional<int> exit_status;   // of the last attempt's action; 128+N when killed by signal N
+  std::optional<std::int64_t> pid;  // of the last attempt's action while it may be alive
+  std::string reason;               // one line: why the step is in its state ("exit status 3", …)
+  std::string evidence;             // JSON object text, "" when none
+  // JSON object text, "" when none: what is needed to find the last attempt's action again
+  // after a restart (a background action's processes and status file, background_action.h).
+  std::string action;
+};
+
+struct RunRecord {
+  std::string id;  // assigned by CreateRun: "<plan name>-<sequence>"
+  std::string plan_name;
+  std::string plan_file;                    // as given to apply (for display)
+  std::string plan_text;                    // the plan exactly as submitted
+  std::map<std::string, std::string> vars;  // --var overrides as submitted
+  RunState state = RunState::kPending;
+  std::int64_t created_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
+  std::string reason;             // why the run ended as it did
+  std::string evidence;           // JSON object text (e.g. the failed preflight), "" when none
+  std::vector<StepRecord> steps;  // ordered by index; empty when loaded without steps
+};
+
+struct EventRecord {
+  std::int64_t seq = 0;  // per run, 1, 2, 3, … without gaps
+  std::int64_t at_ms = 0;
+  std::string step_id;  // "" for run-level events
+  std::string kind;     // "run.created", "run.state", "step.state", "step.attempt", …
+  std::string state;    // the state entered, when kind ends in ".state"
+  std::string detail;   // free text for humans
+};
+
+// One state change: the run's new state and/or one step's full new record, and the event that
+// announces it. Committed as one transaction.
+struct Transition {
+  std::string run_id;
+  std::int64_t at_ms = 0;  // stored as the event's at_ms; event.at_ms is used only when this is 0
+  std::optional<RunState> run_state;
+  std::optional<std::string> run_reason;
+  std::optional<std::string> run_evidence;
+  std::optional<std::int64_t> run_finished_at_ms;
+  // Replaces the stored record with the same index, whose id must be step->id.
+  std::optional<StepRecord> step;
+  EventRecord event;  // seq is assigned by the store
+};
+
+class RunStore {
+ public:
+  // Opens or creates the database at `path`. An older schema is migrated; a newer one is
+  // refused; a damaged file is reported and left untouched (never recreated). A file of zero
+  // bytes counts as a new database: SQLite creates the file empty before it writes the schema,
+  // so that is what a crash during the very first open leaves behind.
+  static Result<std::unique_ptr<RunStore>> Open(const std::string& path);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // Inserts the run and its steps and the "run.created" event. Assigns and returns run.id.
+  Result<std::string> CreateRun(RunRecord run);
+  // Applies `t` and appends its event with the run's next seq, all or nothing. Fails, changing
+  // nothing, when the run or the step does not exist.
+  Status Commit(const Transition& t);
+
+  Result<std::optional<RunRecord>> LoadRun(const std::string& id, bool with_steps = true);
+  // Newest first. `limit` 0 = all.
+  Result<std::vector<RunRecord>> ListRuns(bool with_steps, int limit = 0);
+  // Runs whose state is not terminal, oldest first, with their steps.
+  Result<std::vector<RunRecord>> UnfinishedRuns();
+  // Ordered by seq; empty when there is no such run (every run has at least "run.created").
+  Result<std::vector<EventRecord>> Events(const std::string& run_id);
+  // Deletes the runs that finished before `cutoff_ms` — their steps and events too — in one
+  // transaction, and returns their ids. Runs that have not finished are never touched.
+  Result<std::vector<std::string>> ForgetRunsFinishedBefore(std::int64_t cutoff_ms);
+
+  // For diagnostics and tests: the value of `PRAGMA <name>` ([a-z_]+) on this store's own
+  // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
+  Result<std::string> ReadPragma(std::string_view name);
+
+  static constexpr int kSchemaVersion = 3;
+
+ private:
+  struct Statements;  // the prepared statements, cached for the connection's life
+
+  RunStore(std::string path, sqlite3* db, std::unique_ptr<Statements> statements);
+  static Result<std::unique_ptr<RunStore>> OpenFile(const std::string& path);
+  Result<std::string> DoCreateRun(RunRecord& run);
+  Status DoCommit(const Transition& t);
+  Result<std::vector<RunRecord>> DoListRuns(sqlite3_stmt* query, std::int64_t limit,
+                                            bool with_steps);
+
+  std::string path_;
+  sqlite3* db_;
+  std::unique_ptr<Statements> stmts_;
+};
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_STORE_RUN_STORE_H_

@@ -1,0 +1,22 @@
+// Utf8Text: making arbitrary bytes (a program's output) safe to carry in JSON, which clients
+// decode strictly: invalid sequences become U+FFFD, and a stream cut in the middle of a
+// character keeps that character's first bytes for the next piece.
+#ifndef DEPLOYD_UTIL_UTF8_TEXT_H_
+#define DEPLOYD_UTIL_UTF8_TEXT_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace deployd {
+
+// `text` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
+std::string ValidUtf8(std::string_view text);
+
+// The length of `text` without a trailing sequence that is incomplete but could still become
+// valid (at most 3 bytes): what can be converted now, the rest waiting for more bytes.
+std::size_t CompleteUtf8Prefix(std::string_view text);
+
+}  // namespace deployd
+
+#endif  // DEPLOYD_UTIL_UTF8_TEXT_H_
