@@ -1,0 +1,47 @@
+"""deployd.service under real systemd 252 (PID 1 in the test container): the readiness
+protocol as systemd sees it, a run carried out by the service, and a clean stop."""
+
+import sys
+import unittest
+
+from systemd_case import SystemdTestCase, main
+
+PLAN = """\
+version: 1
+name: hello
+steps:
+  - id: hello
+    run: [sh, -c, 'echo hello from $(cat /proc/1/comm)']
+    verify:
+      - run: [true]
+"""
+
+
+class DeploydServiceTest(SystemdTestCase):
+    def test_ready_status_run_and_stop(self):
+        self.d.install()
+        # Type=notify: `systemctl start` returned, so systemd got READY=1.
+        props = self.d.show("deployd.service", "ActiveState", "SubState", "StatusText",
+                            "WatchdogUSec", "NotifyAccess", "Type")
+        self.assertEqual(props["ActiveState"], "active")
+        self.assertEqual(props["SubState"], "running")
+        self.assertEqual(props["Type"], "notify")
+        self.assertEqual(props["WatchdogUSec"], "30s")
+        self.assertTrue(props["StatusText"], "deployd sent no STATUS=")
+
+        plan = self.d.write_plan("hello.yaml", PLAN)
+        run, cp = self.d.apply(plan, check=0)
+        self.assertIn("succeeded", cp.stdout)
+        # The step ran under the container's systemd, not on the host.
+        log = self.d.ctl("logs", run, "hello", check=0).stdout
+        self.assertIn("hello from systemd", log)
+
+        self.d.stop()
+        props = self.d.show("deployd.service", "ActiveState", "Result", "ExecMainStatus")
+        self.assertEqual(props["ActiveState"], "inactive")
+        self.assertEqual(props["Result"], "success")
+        self.assertEqual(props["ExecMainStatus"], "0")
+
+
+if __name__ == "__main__":
+    main()
