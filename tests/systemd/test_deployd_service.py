@@ -42,6 +42,13 @@ class DeploydServiceTest(SystemdTestCase):
         self.assertEqual(props["Result"], "success")
         self.assertEqual(props["ExecMainStatus"], "0")
 
+    def test_starts_after_the_network_is_online(self):
+        # Runs resumed at boot download weights at once: network.target is not enough.
+        self.d.install()
+        props = self.d.show("deployd.service", "After", "Wants")
+        self.assertIn("network-online.target", props["After"].split())
+        self.assertIn("network-online.target", props["Wants"].split())
+
 
 if __name__ == "__main__":
     main()
