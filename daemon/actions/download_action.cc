@@ -26,7 +26,7 @@
 #include <string_view>
 #include <utility>
 
-#include "actions/gpu/gpu_state.h"
+#include "process/blocking_command.h"
 #include "util/line_splitter.h"
 #include "util/units.h"
 
