@@ -27,29 +27,9 @@ using sqlite::QueryInt;
 // rides that out without stalling the daemon's one thread for long.
 constexpr int kBusyTimeoutMs = 1000;
 
-}  // namespace
-
-Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
-  return ExceptionsAsStatus(path, "cannot open state database", [&] {
-    // A refused file is left as it was found, and so is its directory: reading a WAL-mode file
-    // makes SQLite create an empty log and a shared-memory index beside it, removed again here.
-    const std::string wal = path + "-wal", shm = path + "-shm";
-    const bool had_wal = ::access(wal.c_str(), F_OK) == 0;
-    const bool had_shm = ::access(shm.c_str(), F_OK) == 0;
-    auto opened = OpenFile(path);  // closes the connection of a refused file before returning
-    if (!opened.ok()) {
-      struct stat st;
-      if (!had_wal && ::stat(wal.c_str(), &st) == 0 && st.st_size == 0) {
-        ::unlink(wal.c_str());
-        if (!had_shm) ::unlink(shm.c_str());
-      }
-    }
-    return opened;
-  });
-}
-
-Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
-  // SQLite's own messages for these are vague ("unable to open database file").
+// What the path is, before SQLite touches it: its own messages for these are vague ("unable to
+// open database file").
+Status CheckPath(const std::string& path) {
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists) {
@@ -77,7 +57,11 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
                            "the log away");
     }
   }
+  return Status::Ok();
+}
 
+// A connection that cannot change the file until the checks have passed.
+Result<DbHandle> Connect(const std::string& path) {
   // NOMUTEX: the connection belongs to the daemon's one thread.
   sqlite3* raw = nullptr;
   int rc =
@@ -96,15 +80,19 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
   // No SQL this connection runs may alter the file's structure behind SQLite's back.
   sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+  return db;
+}
 
+// The file's schema version, once the file has passed every read-only check.
+Result<std::int64_t> CheckIntact(const std::string& path, sqlite3* raw) {
   // Read-only checks first; nothing is written until all have passed. quick_check reads every
   // page, a few milliseconds for a state database of a few megabytes.
   auto version = QueryInt(raw, "PRAGMA user_version");
   if (!version.ok()) return StoreDamageAtOpen(path, version.status().message());
-  if (*version > kSchemaVersion) {
+  if (*version > RunStore::kSchemaVersion) {
     return Status::Error(path + ": schema version " + std::to_string(*version) +
                          " is newer than this deployd understands (" +
-                         std::to_string(kSchemaVersion) +
+                         std::to_string(RunStore::kSchemaVersion) +
                          "); run a newer deployd or move the file away");
   }
   if (*version < 0) {
@@ -126,6 +114,7 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
   // but it only ever writes whole pages, so a file that ends inside a page was cut short.
   auto page_size = QueryInt(raw, "PRAGMA page_size");
   if (!page_size.ok()) return StoreDamageAtOpen(path, page_size.status().message());
+  struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return Status::Error(path + ": cannot open state database: " + std::strerror(errno));
   }
@@ -139,15 +128,11 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
                          ": is not a deployd state database (it has tables but no schema "
                          "version); it was left untouched");
   }
+  return *version;
+}
 
-  // A current schema is checked by preparing every statement against it, still read-only.
-  std::unique_ptr<Statements> statements;
-  if (*version == kSchemaVersion) {
-    auto prepared = Statements::Prepare(raw);
-    if (!prepared.ok()) return StoreDamageAtOpen(path, prepared.status().message());
-    statements = std::move(*prepared);
-  }
-
+// WAL, synchronous=FULL, foreign keys: what every connection to the file runs with.
+Status Configure(const std::string& path, sqlite3* raw) {
   auto journal = QueryColumn(raw, "PRAGMA journal_mode = WAL");
   if (!journal.ok()) {
     return Status::Error(path +
@@ -163,7 +148,47 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
       return Status::Error(path + ": cannot set " + pragma + ": " + s.message());
     }
   }
+  return Status::Ok();
+}
 
+}  // namespace
+
+Result<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path) {
+  return ExceptionsAsStatus(path, "cannot open state database", [&] {
+    // A refused file is left as it was found, and so is its directory: reading a WAL-mode file
+    // makes SQLite create an empty log and a shared-memory index beside it, removed again here.
+    const std::string wal = path + "-wal", shm = path + "-shm";
+    const bool had_wal = ::access(wal.c_str(), F_OK) == 0;
+    const bool had_shm = ::access(shm.c_str(), F_OK) == 0;
+    auto opened = OpenFile(path);  // closes the connection of a refused file before returning
+    if (!opened.ok()) {
+      struct stat st;
+      if (!had_wal && ::stat(wal.c_str(), &st) == 0 && st.st_size == 0) {
+        ::unlink(wal.c_str());
+        if (!had_shm) ::unlink(shm.c_str());
+      }
+    }
+    return opened;
+  });
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
+  if (Status s = CheckPath(path); !s.ok()) return s;
+  auto db = Connect(path);
+  if (!db.ok()) return db.status();
+  sqlite3* raw = db->get();
+  auto version = CheckIntact(path, raw);
+  if (!version.ok()) return version.status();
+
+  // A current schema is checked by preparing every statement against it, still read-only.
+  std::unique_ptr<Statements> statements;
+  if (*version == kSchemaVersion) {
+    auto prepared = Statements::Prepare(raw);
+    if (!prepared.ok()) return StoreDamageAtOpen(path, prepared.status().message());
+    statements = std::move(*prepared);
+  }
+
+  if (Status s = Configure(path, raw); !s.ok()) return s;
   if (*version < kSchemaVersion) {
     if (Status s = MigrateSchema(raw, static_cast<int>(*version)); !s.ok()) {
       return Status::Error(path + ": cannot " +
@@ -182,7 +207,7 @@ Result<std::unique_ptr<RunStore>> RunStore::OpenFile(const std::string& path) {
   }
 
   sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
-  return std::unique_ptr<RunStore>(new RunStore(path, db.release(), std::move(statements)));
+  return std::unique_ptr<RunStore>(new RunStore(path, db->release(), std::move(statements)));
 }
 
 }  // namespace deployd
