@@ -19,6 +19,7 @@
 #include "process/process_exit_watch.h"
 #include "process/process_identity.h"
 #include "process/supervisor_record.h"
+#include "util/atomic_file.h"
 
 using namespace deployd;
 namespace asio = boost::asio;
@@ -165,19 +166,19 @@ TEST_CASE("supervisor records round-trip; the status file is replaced atomically
   r.started_at_ms = 5;
   r.ended_at_ms = 9;
   r.exit.signal = SIGTERM;
-  REQUIRE(WriteFileAtomically(dir.File("s"), r.ToJson()).ok());
+  REQUIRE(WriteSupervisorRecord(dir.File("s"), r).ok());
   auto read = ReadSupervisorRecord(dir.File("s"));
   REQUIRE(read.ok());
   REQUIRE(read.value().has_value());
   CHECK(read.value()->ToJson() == r.ToJson());
   CHECK(read.value()->action == r.action);
   CHECK(read.value()->exit.signal == SIGTERM);
-  CHECK_FALSE(std::filesystem::exists(dir.File("s.tmp")));
+  CHECK_FALSE(std::filesystem::exists(dir.File(".s.deployd-tmp")));
 
   auto missing = ReadSupervisorRecord(dir.File("none"));
   REQUIRE(missing.ok());
   CHECK_FALSE(missing.value().has_value());
-  REQUIRE(WriteFileAtomically(dir.File("bad"), "{\"state\": \"exploded\"}").ok());
+  REQUIRE(WriteFileAtomically(dir.File("bad"), "{\"state\": \"exploded\"}", 0640).ok());
   auto bad = ReadSupervisorRecord(dir.File("bad"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==

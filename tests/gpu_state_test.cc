@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "actions/gpu/gpus_free_verdict.h"
+#include "process/blocking_command.h"
+
 using namespace deployd;
 
 namespace {
@@ -317,7 +320,7 @@ TEST_CASE("BlockingCommandRunner: output, failures and a hung command") {
 }
 
 // A stand-in libnvidia-ml.so.1, compiled here, that follows the real library's ABI as
-// gpu_state.cc declares it: 24-byte process entries, NVML_ERROR_INSUFFICIENT_SIZE until the
+// nvml_session.cc declares it: 24-byte process entries, NVML_ERROR_INSUFFICIENT_SIZE until the
 // buffer is large enough, NVML_VALUE_NOT_AVAILABLE for unknown memory. Device 1's process list
 // grows between the sizing call and the first fill, as a real one can.
 constexpr char kFakeNvmlSource[] = R"(

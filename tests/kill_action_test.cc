@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "action_test_helpers.h"
+#include "actions/process_probe.h"
 
 using namespace deployd;
 using namespace deployd::testing;

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "actions/service/service_probe.h"
+#include "actions/service/unit_file.h"
 #include "process/blocking_command.h"
 
 using namespace deployd;

@@ -26,7 +26,8 @@
 #include <string_view>
 #include <utility>
 
-#include "actions/gpu/gpu_state.h"
+#include "process/blocking_command.h"
+#include "process/exit_status.h"
 #include "util/line_splitter.h"
 #include "util/units.h"
 
@@ -398,9 +399,11 @@ int Supervise(const Spawned& child, StopSignals& signals, const std::string& too
   return status;
 }
 
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  int sig = WTERMSIG(status);
+// The download's own sentence about how the tool ended ("hf exited with status 3", "hf was
+// killed by SIGTERM"): a verb phrase after the tool's name, unlike ExitStatus::ToString().
+std::string DescribeExit(const ExitStatus& exit) {
+  if (exit.signal == 0) return "exited with status " + std::to_string(exit.code);
+  int sig = exit.signal;
   const char* name = sig == SIGTERM   ? "SIGTERM"
                      : sig == SIGKILL ? "SIGKILL"
                      : sig == SIGINT  ? "SIGINT"
@@ -537,23 +540,23 @@ Status RunDownloadAction(const DownloadAction& action, const ActionContext& ctx)
     clues.Add(std::string(line));
   };
   auto started = std::chrono::steady_clock::now();
-  int status = 0;
+  ExitStatus ended;
   {
     StopSignals signals;
     auto child = Spawn(argv);
     if (!child.ok()) return child.status();
-    status = Supervise(child.value(), signals, *tool, ctx, on_line);
+    ended = ExitStatus::FromWaitStatus(Supervise(child.value(), signals, *tool, ctx, on_line));
   }
   auto elapsed = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
 
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+  if (ended.ok()) {
     TreeSize size = MeasureTree(action.to, true);
     ctx.say("downloaded " + action.repo + " into " + action.to + ": " + std::to_string(size.files) +
             " file" + (size.files == 1 ? "" : "s") + ", " + FormatSize(size.bytes) + " in " +
             FormatDuration(elapsed));
     return Status::Ok();
   }
-  return clues.Explain(*tool, DescribeWaitStatus(status), action, HaveToken());
+  return clues.Explain(*tool, DescribeExit(ended), action, HaveToken());
 }
 
 }  // namespace deployd

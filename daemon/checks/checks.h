@@ -6,6 +6,11 @@
 // awaiting coroutine then gets boost::system::system_error(operation_aborted), as from any
 // cancelled Asio operation. Every other failure is a CheckOutcome.
 //
+// The probes are grouped by what they touch: network_probes.h (http, tcp, port_free),
+// file_probes.h (file, disk_free, weights_complete), command_probes.h (run, command), and
+// probe_in_child.h for those that block (service, process, gpus_free, weights_complete with
+// sha256). check_text.h names checks in summaries and evidence.
+//
 // Summaries are "<kind> <object>: <what was seen>", e.g.
 //   http GET http://127.0.0.1:8000/health: status 503 (expected 200)
 //   tcp 127.0.0.1:5432: connection refused          file /x: does not exist
@@ -39,10 +44,6 @@ struct CheckOutcome {
 // "http GET http://…/health", "run 'python3 -c …' version >= 0.15.0", "disk_free /shared >=
 // 600GiB", …
 std::string DescribeCheck(const Check& check);
-
-// The program the blocking probes (service, process, gpus_free, weights_complete with sha256)
-// run as, `PROGRAM --probe JSON`: deployd itself ("/proc/self/exe") unless a test says.
-void SetProbeProgram(std::string program);
 
 // One attempt, bounded by check.timeout. `check` must outlive the returned awaitable.
 boost::asio::awaitable<CheckOutcome> ProbeOnce(const Check& check);

@@ -1,6 +1,6 @@
 // Network probes for checks: one HTTP/1.1 request (Boost.Beast) and one TCP connect, each
-// bounded by a deadline. Kept apart from checks.cc so that Beast's headers are compiled in this
-// one translation unit.
+// bounded by a deadline. Kept apart from network_probes.cc so that Beast's headers are compiled in
+// this one translation unit.
 //
 // Runs on the caller's executor (the daemon's one thread). Failures are values: a Status whose
 // message is ready for a check's summary ("connection refused", "timed out after 10s"). When

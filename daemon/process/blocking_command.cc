@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <string_view>
 
 #include "util/units.h"
 
@@ -32,6 +33,15 @@ std::string FirstLine(const std::string& text) {
     pos = end + 1;
   }
   return "";
+}
+
+// Without the blanks and carriage returns around it.
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return std::string(s);
 }
 
 struct Pipe {
@@ -85,17 +95,10 @@ bool Drain(Pipe& out_pipe, Pipe& err_pipe, CommandOutput& output,
 
 }  // namespace
 
-std::string CommandOutput::How() const {
-  if (term_signal == 0) return "exit status " + std::to_string(exit_status);
-  const char* abbrev = ::sigabbrev_np(term_signal);
-  return "killed by signal " + std::to_string(term_signal) +
-         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
-}
-
 std::string CommandOutput::Reason() const {
   if (std::string line = FirstLine(err); !line.empty()) return line;
   if (std::string line = FirstLine(out); !line.empty()) return line;
-  return How();
+  return exit.ToString();
 }
 
 Result<CommandOutput> RunBlocking(const std::vector<std::string>& argv, Duration timeout) {
@@ -133,12 +136,23 @@ Result<CommandOutput> RunBlocking(const std::vector<std::string>& argv, Duration
   if (!finished) {
     return Status::Error(program + ": no answer within " + FormatDuration(timeout) + ", killed");
   }
-  if (WIFEXITED(wstatus)) {
-    output.exit_status = WEXITSTATUS(wstatus);
-  } else if (WIFSIGNALED(wstatus)) {
-    output.term_signal = WTERMSIG(wstatus);
-  }
+  output.exit = ExitStatus::FromWaitStatus(wstatus);
   return output;
+}
+
+CommandRunner BlockingCommandRunner(Duration timeout) {
+  return [timeout](const std::vector<std::string>& argv) -> Result<std::string> {
+    if (argv.empty()) return Status::Error("empty command");
+    Result<CommandOutput> run = RunBlocking(argv, timeout);
+    if (!run.ok()) return run.status();
+    if (!run->ok()) {
+      // nvidia-smi says why on stdout ("NVIDIA-SMI has failed because …").
+      std::string first_line = run->out.substr(0, run->out.find('\n'));
+      return Status::Error(argv[0] + ": " + run->exit.ToString() +
+                           (first_line.empty() ? "" : ": " + Trim(first_line)));
+    }
+    return std::move(run->out);
+  };
 }
 
 }  // namespace deployd

@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/read.hpp>
@@ -78,13 +77,6 @@ std::string FindOnPath(const std::string& name, const std::string& path_var) {
 }
 
 }  // namespace
-
-std::string ExitStatus::ToString() const {
-  if (signal == 0) return "exit status " + std::to_string(code);
-  const char* abbrev = ::sigabbrev_np(signal);
-  return "killed by signal " + std::to_string(signal) +
-         (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
-}
 
 struct ChildProcess::Impl {
   explicit Impl(asio::any_io_executor ex) : proc(ex), pipe(ex), kill_timer(ex) {}
@@ -266,12 +258,7 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
     if (ec) {
       status.code = 255;  // cannot happen unless SIGCHLD is ignored; reported, not hidden
     } else {
-      int raw = impl.proc.native_exit_code();
-      if (WIFSIGNALED(raw)) {
-        status.signal = WTERMSIG(raw);
-      } else {
-        status.code = WEXITSTATUS(raw);
-      }
+      status = ExitStatus::FromWaitStatus(impl.proc.native_exit_code());
     }
     child->exited_ = true;
     impl.DrainNow();

@@ -24,18 +24,9 @@
 
 #include "deployd/plan.h"
 #include "deployd/status.h"
+#include "process/exit_status.h"
 
 namespace deployd {
-
-struct ExitStatus {
-  int code = 0;    // exit code when !signal
-  int signal = 0;  // the signal that killed the child, 0 if it exited
-  bool ok() const { return signal == 0 && code == 0; }
-  // The shell's convention: code, or 128 + signal.
-  int AsShellStatus() const { return signal ? 128 + signal : code; }
-  // "exit status 3" / "killed by signal 9 (SIGKILL)"
-  std::string ToString() const;
-};
 
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] without '/' is looked up on PATH (of `env` if set)

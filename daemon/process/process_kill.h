@@ -7,8 +7,9 @@
 //   plan->Signal(SIGKILL);                      // then SIGKILL to whoever is left,
 //   ... plan->Survivors() ...                   //   and polls until none or a verify deadline.
 //
-// Nothing here sleeps or waits: timing is the caller's (a steady_timer on the io_context).
-// Every call is synchronous, bounded by a read of /proc, and safe on the daemon's one thread.
+// Nothing here sleeps or waits: timing is the caller's (a steady_timer on the io_context, or
+// process_stop.h's pidfd waits in blocking code). Every call is synchronous, bounded by a read
+// of /proc, and safe on the daemon's one thread.
 //
 // Identity: a target is (pid, start time), never a bare pid. Each target is pinned with a
 // pidfd when the plan is made (after checking its start time), so a signal can never reach a

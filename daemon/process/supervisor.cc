@@ -68,7 +68,7 @@ int SuperviseMain(int argc, char** argv) {
     record.state = SupervisorRecord::State::kFailedToStart;
     record.error = error;
     record.ended_at_ms = NowMs();
-    if (Status s = WriteFileAtomically(status_file, record.ToJson()); !s.ok())
+    if (Status s = WriteSupervisorRecord(status_file, record); !s.ok())
       Complain(log_fd, s.message());
     Report(record);
     return 1;
@@ -116,7 +116,7 @@ int SuperviseMain(int argc, char** argv) {
   }
 
   record.state = SupervisorRecord::State::kRunning;
-  if (Status s = WriteFileAtomically(status_file, record.ToJson()); !s.ok()) {
+  if (Status s = WriteSupervisorRecord(status_file, record); !s.ok()) {
     // Without its status file nobody could ever learn how the action ends: stop it now.
     ::kill(-pid, SIGKILL);
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -138,12 +138,8 @@ int SuperviseMain(int argc, char** argv) {
   }
   record.state = SupervisorRecord::State::kExited;
   record.ended_at_ms = NowMs();
-  if (WIFSIGNALED(raw)) {
-    record.exit.signal = WTERMSIG(raw);
-  } else {
-    record.exit.code = WEXITSTATUS(raw);
-  }
-  if (Status s = WriteFileAtomically(status_file, record.ToJson()); !s.ok()) {
+  record.exit = ExitStatus::FromWaitStatus(raw);
+  if (Status s = WriteSupervisorRecord(status_file, record); !s.ok()) {
     Complain(log_fd, s.message());
     return 1;
   }

@@ -7,6 +7,8 @@
 #include <boost/json.hpp>
 #include <cerrno>
 
+#include "util/atomic_file.h"
+
 namespace deployd {
 
 namespace json = boost::json;
@@ -100,40 +102,8 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
   return r;
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view content) {
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string& what) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::Error("cannot write " + path + ": " + what + ": " + ::strerror(err));
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) return fail("open " + tmp);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return fail("write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return fail("fsync");
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename");
-  // The rename itself is durable only once the directory is.
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return Status::Ok();
+Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record) {
+  return WriteFileAtomically(path, record.ToJson(), 0640);
 }
 
 Result<std::optional<SupervisorRecord>> ReadSupervisorRecord(const std::string& path) {

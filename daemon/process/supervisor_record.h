@@ -1,5 +1,5 @@
 // SupervisorRecord: what the supervisor of a background action knows and writes down — in its
-// status file (replaced atomically: temp file, fsync, rename) and, once, as a line on its
+// status file (replaced atomically: util/atomic_file.h) and, once, as a line on its
 // stdout for the daemon that started it. First `running` (who the action and the supervisor
 // are), then `exited` (how the action ended) or `failed_to_start`.
 //
@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "deployd/status.h"
-#include "process/child_process.h"
+#include "process/exit_status.h"
 #include "process/process_identity.h"
 
 namespace deployd {
@@ -41,9 +41,9 @@ struct SupervisorRecord {
   static Result<SupervisorRecord> FromJson(std::string_view text);
 };
 
-// Writes `content` to `path` so that a reader sees the old file or the new one, never a part,
-// also after a power loss: PATH.tmp, fsync, rename, fsync of the directory.
-Status WriteFileAtomically(const std::string& path, std::string_view content);
+// Replaces the status file at `path` with `record` atomically (util/atomic_file.h), mode 0640:
+// the supervisor's records are the daemon's, not for every user of the host to read.
+Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record);
 
 // The status file's record; nullopt when there is no file (the supervisor has not written it).
 Result<std::optional<SupervisorRecord>> ReadSupervisorRecord(const std::string& path);

@@ -5,6 +5,10 @@
 // Every mutation is one transaction that is committed (fsync'd) before the call returns, so a
 // caller commits its intent first and acts after. Not thread-safe: owned by the daemon's one
 // thread.
+//
+// Opening, and the checks that refuse a damaged or cut file, are in run_store_open.cc; the
+// schema and its migrations in schema.h; the SQL of the row reads and writes in
+// run_store_statements.h.
 #ifndef DEPLOYD_STORE_RUN_STORE_H_
 #define DEPLOYD_STORE_RUN_STORE_H_
 

@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "actions/gpu/gpu_state.h"
-#include "actions/kill_action.h"
+#include "actions/gpu/gpus_free_verdict.h"
 #include "process/process_kill.h"
+#include "process/process_stop.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -139,7 +140,7 @@ Status StopHolders(const GpusFreeResult& result, Duration grace, const ActionCon
             " is not visible here (another pid namespace?): cannot stop it");
   }
   if (plan->targets().empty()) return Status::Ok();
-  return StopProcesses(*plan, grace, ctx);
+  return StopProcesses(*plan, grace, ctx.say);
 }
 
 }  // namespace

@@ -1,0 +1,200 @@
+#include "checks/command_probes.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/this_coro.hpp>
+#include <boost/json/array.hpp>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checks/check_text.h"
+#include "checks/probe_process.h"
+#include "checks/version.h"
+#include "util/units.h"
+
+namespace deployd {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+constexpr size_t kRunTailLines = 50;
+constexpr size_t kRunMatchBytes = 64 << 10;
+constexpr size_t kMaxLineBytes = 1000;
+
+// What a run probe keeps of its command's output: the last lines for evidence, and the start
+// (bounded) for output_matches and version_at_least. Shared with the child's line callback,
+// which may outlive the probe's coroutine when it is cancelled.
+struct RunOutput {
+  void AddLine(std::string_view line) {
+    ++line_count;
+    std::string kept = Utf8Excerpt(line, kMaxLineBytes);
+    if (head_bytes + kept.size() <= kRunMatchBytes) {
+      head_bytes += kept.size() + 1;
+      head.push_back(kept);
+    }
+    tail.push_back(std::move(kept));
+    if (tail.size() > kRunTailLines) tail.pop_front();
+  }
+
+  // The lines output_matches and version_at_least look at, in order: the start of the output
+  // and, when it was longer than that, its end.
+  std::vector<std::string_view> MatchLines() const {
+    std::vector<std::string_view> lines(head.begin(), head.end());
+    size_t first_tail_index = line_count - tail.size();
+    for (size_t i = 0; i < tail.size(); ++i)
+      if (first_tail_index + i >= head.size()) lines.push_back(tail[i]);
+    return lines;
+  }
+
+  std::vector<std::string> head;
+  size_t head_bytes = 0;
+  std::deque<std::string> tail;
+  size_t line_count = 0;
+};
+
+// The regex of output_matches and fail_on: ECMAScript, "(?i)" in front for case-insensitive.
+std::regex CompileOutputRegex(std::string_view pattern) {
+  auto flags = std::regex::ECMAScript;
+  if (pattern.substr(0, 4) == "(?i)") {
+    pattern.remove_prefix(4);
+    flags |= std::regex::icase;
+  }
+  return std::regex(pattern.begin(), pattern.end(), flags);
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
+  json::object evidence = CheckEvidence(check);
+  auto ex = co_await asio::this_coro::executor;
+  auto state = std::make_shared<ProbeChildExit>(ex);
+  auto output = std::make_shared<RunOutput>();
+  SpawnOptions options;
+  options.argv = check.command.Argv();
+  options.env = check.env;
+  Result<std::shared_ptr<ChildProcess>> started = StartProbeChild(
+      ex, options, state, [output](std::string_view line) { output->AddLine(line); });
+  if (!started.ok()) {
+    evidence["error"] = started.status().message();
+    co_return MakeOutcome(check, false, started.status().message(), std::move(evidence));
+  }
+  std::shared_ptr<ChildProcess> child = *started;
+
+  bool exited = co_await WaitForProbeChild(*state, *child, check.timeout);
+  if (!exited) {
+    child->Terminate(kProbeChildGrace);
+    // Reap it before reporting, so that the next attempt does not overlap with this one.
+    co_await WaitForProbeChild(*state, *child, kProbeChildGrace + std::chrono::seconds(1));
+  }
+
+  json::array tail;
+  for (const std::string& line : output->tail) tail.push_back(json::value(line));
+  evidence["output_tail"] = std::move(tail);
+  if (state->exit) {
+    evidence["exit_status"] = state->exit->AsShellStatus();
+    if (state->exit->signal) evidence["signal"] = state->exit->signal;
+  }
+  if (!exited) {
+    std::string message = "timed out after " + FormatDuration(check.timeout);
+    evidence["error"] = message;
+    co_return MakeOutcome(check, false, message, std::move(evidence));
+  }
+  if (!state->exit->ok())
+    co_return MakeOutcome(check, false, state->exit->ToString(), std::move(evidence));
+
+  std::vector<std::string_view> lines = output->MatchLines();
+  if (!check.output_matches.empty()) {
+    bool matched = false;
+    try {
+      std::regex pattern = CompileOutputRegex(check.output_matches);
+      for (std::string_view line : lines)
+        if ((matched = std::regex_search(line.begin(), line.end(), pattern))) break;
+    } catch (const std::regex_error&) {
+      std::string message = "bad output_matches pattern '" + check.output_matches + "'";
+      evidence["error"] = message;
+      co_return MakeOutcome(check, false, message, std::move(evidence));
+    }
+    if (!matched)
+      co_return MakeOutcome(check, false, "output does not match '" + check.output_matches + "'",
+                            std::move(evidence));
+  }
+  if (!check.version_at_least.empty() || !check.version_below.empty()) {
+    std::optional<std::string> version;
+    for (std::string_view line : lines)
+      if ((version = FindVersion(line))) break;
+    if (!version)
+      co_return MakeOutcome(check, false, "no version in the output", std::move(evidence));
+    evidence["version"] = *version;
+    const std::string& low = check.version_at_least;
+    const std::string& high = check.version_below;
+    if (!low.empty() && CompareVersions(*version, low) < 0)
+      co_return MakeOutcome(check, false, "version " + *version + " is below " + low,
+                            std::move(evidence));
+    if (!high.empty() && CompareVersions(*version, high) >= 0)
+      co_return MakeOutcome(check, false, "version " + *version + " is not below " + high,
+                            std::move(evidence));
+    std::string range = !low.empty() ? " >= " + low : "";
+    if (!high.empty()) range += (range.empty() ? " < " : ", < ") + high;
+    co_return MakeOutcome(check, true, "version " + *version + range, std::move(evidence));
+  }
+  co_return MakeOutcome(check, true, state->exit->ToString(), std::move(evidence));
+}
+
+CheckOutcome ProbeCommand(const Check& check) {
+  json::object evidence = CheckEvidence(check);
+  if (check.name.find('/') != std::string::npos) {
+    if (IsExecutableFile(check.name)) {
+      evidence["path"] = check.name;
+      return MakeOutcome(check, true, "executable", std::move(evidence));
+    }
+    evidence["error"] = "not an executable file";
+    return MakeOutcome(check, false, "not an executable file", std::move(evidence));
+  }
+  // The same search execvp does, so that a pass means a `run` step can start it. Alternatives
+  // (huggingface-cli for hf) are tried in order after the name.
+  const char* env_path = std::getenv("PATH");
+  std::string path_list = env_path ? env_path : "/bin:/usr/bin";
+  json::array searched;
+  std::vector<std::string> names = {check.name};
+  names.insert(names.end(), check.alternatives.begin(), check.alternatives.end());
+  for (const std::string& name : names) {
+    size_t start = 0;
+    while (true) {
+      size_t colon = path_list.find(':', start);
+      std::string dir = path_list.substr(start, colon == std::string::npos ? colon : colon - start);
+      if (dir.empty()) dir = ".";
+      std::string candidate = dir + "/" + name;
+      if (IsExecutableFile(candidate)) {
+        evidence["path"] = candidate;
+        return MakeOutcome(check, true, candidate, std::move(evidence));
+      }
+      if (name == check.name) searched.push_back(json::value(dir));
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  std::string message = "not found on PATH";
+  if (!check.alternatives.empty()) {
+    message = "neither " + check.name;
+    for (const std::string& name : check.alternatives) message += " nor " + name;
+    message += " is on PATH";
+  }
+  evidence["error"] = message;
+  evidence["searched"] = std::move(searched);
+  return MakeOutcome(check, false, message, std::move(evidence));
+}
+
+}  // namespace deployd
