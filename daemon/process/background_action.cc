@@ -84,8 +84,11 @@ Result<std::shared_ptr<BackgroundAction>> BackgroundAction::Start(asio::any_io_e
   self->handlers_ = std::move(handlers);
   self->status_file_ = Absolute(status_file);
   // The supervisor writes the log itself; its stdout is a pipe that carries its one report.
-  options.wrapper =
-      SupervisorCommand(supervisor_exe, self->status_file_, Absolute(options.log_path));
+  SupervisorOptions supervision;
+  supervision.status_file = self->status_file_;
+  supervision.log_file = Absolute(options.log_path);
+  supervision.log_cap_bytes = options.log_cap_bytes;
+  options.wrapper = SupervisorCommand(supervisor_exe, supervision);
   options.log_path.clear();
   std::weak_ptr<BackgroundAction> weak = self;
   Result<std::shared_ptr<ChildProcess>> child = ChildProcess::Start(

@@ -22,7 +22,7 @@ namespace {
 // could tell systemd deployd is ready or stopping; one with WATCHDOG_PID would be told apart
 // from deployd by nothing but its pid.
 constexpr std::array<std::string_view, 10> kServiceManagerOnly = {
-    "NOTIFY_SOCKET",  "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+    "NOTIFY_SOCKET",  "WATCHDOG_USEC",  "WATCHDOG_PID",  "LISTEN_FDS",       "LISTEN_PID",
     "LISTEN_FDNAMES", "JOURNAL_STREAM", "INVOCATION_ID", "SYSTEMD_EXEC_PID", "MANAGERPID"};
 
 std::string_view KeyOf(std::string_view entry) { return entry.substr(0, entry.find('=')); }
@@ -54,7 +54,8 @@ Status Prepare(int fd, Fd& out) {
   } else {
     out.fd = fd;
   }
-  if (out.fd < 0) return Status::Error(std::string("cannot prepare descriptors: ") + ::strerror(errno));
+  if (out.fd < 0)
+    return Status::Error(std::string("cannot prepare descriptors: ") + ::strerror(errno));
   return Status::Ok();
 }
 

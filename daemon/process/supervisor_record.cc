@@ -17,6 +17,8 @@ namespace {
 
 constexpr std::string_view StateName(SupervisorRecord::State s) {
   switch (s) {
+    case SupervisorRecord::State::kStarting:
+      return "starting";
     case SupervisorRecord::State::kRunning:
       return "running";
     case SupervisorRecord::State::kExited:
@@ -36,6 +38,35 @@ std::optional<std::int64_t> IntField(const json::object& o, std::string_view key
   return v->as_int64();
 }
 
+json::array NotesToJson(const std::vector<ProcessNote>& notes, bool with_state) {
+  json::array a;
+  for (const ProcessNote& n : notes) {
+    json::object o{{"pid", n.pid}, {"name", n.name}};
+    if (with_state) o["state"] = std::string(1, n.state);
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+std::vector<ProcessNote> NotesFromJson(const json::object& o, std::string_view key) {
+  std::vector<ProcessNote> notes;
+  const json::value* v = o.if_contains(key);
+  if (!v || !v->is_array()) return notes;
+  for (const json::value& e : v->as_array()) {
+    if (!e.is_object()) continue;
+    const json::object& n = e.as_object();
+    ProcessNote note;
+    note.pid = static_cast<pid_t>(IntField(n, "pid").value_or(0));
+    if (const json::value* name = n.if_contains("name"); name && name->is_string())
+      note.name = std::string(name->as_string());
+    if (const json::value* st = n.if_contains("state");
+        st && st->is_string() && !st->as_string().empty())
+      note.state = st->as_string()[0];
+    notes.push_back(std::move(note));
+  }
+  return notes;
+}
+
 }  // namespace
 
 std::string SupervisorRecord::ToJson() const {
@@ -51,6 +82,9 @@ std::string SupervisorRecord::ToJson() const {
   if (state == State::kExited) {
     o["exit_code"] = exit.code;
     o["signal"] = exit.signal;
+    if (stopped) o["stopped"] = true;
+    if (!left.empty()) o["left"] = NotesToJson(left, false);
+    if (!stuck.empty()) o["stuck"] = NotesToJson(stuck, true);
   }
   if (state == State::kFailedToStart) o["error"] = error;
   return json::serialize(o);
@@ -64,7 +98,9 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
   SupervisorRecord r;
   const json::value* state = o.if_contains("state");
   if (!state || !state->is_string()) return Status::Error("no \"state\"");
-  if (*state == "running") {
+  if (*state == "starting") {
+    r.state = State::kStarting;
+  } else if (*state == "running") {
     r.state = State::kRunning;
   } else if (*state == "exited") {
     r.state = State::kExited;
@@ -93,6 +129,10 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
     if (!code || !signal) return Status::Error("an exited record without its exit status");
     r.exit.code = static_cast<int>(*code);
     r.exit.signal = static_cast<int>(*signal);
+    if (const json::value* v = o.if_contains("stopped"); v && v->is_bool())
+      r.stopped = v->as_bool();
+    r.left = NotesFromJson(o, "left");
+    r.stuck = NotesFromJson(o, "stuck");
   }
   if (r.state == State::kFailedToStart) {
     const json::value* error = o.if_contains("error");
@@ -103,7 +143,7 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
 }
 
 Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record) {
-  return WriteFileAtomically(path, record.ToJson(), 0640);
+  return WriteFileAtomically(path, record.ToJson(), 0640, Durability::kProcessCrash);
 }
 
 Result<std::optional<SupervisorRecord>> ReadSupervisorRecord(const std::string& path) {

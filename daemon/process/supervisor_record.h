@@ -1,17 +1,24 @@
-// SupervisorRecord: what the supervisor of a background action knows and writes down — in its
-// status file (replaced atomically: util/atomic_file.h) and, once, as a line on its
-// stdout for the daemon that started it. First `running` (who the action and the supervisor
-// are), then `exited` (how the action ended) or `failed_to_start`.
+// SupervisorRecord: what the supervisor of an attempt's action (supervisor.h) knows and writes
+// down — in its status file (replaced atomically, util/atomic_file.h) and, once, as a line on
+// its stdout for the daemon that started it:
+//   `starting`  before the action is started: no status file at all means it never was;
+//   `running`   who the action and the supervisor are;
+//   `exited`    how the action ended, once every process of the attempt is gone; or
+//   `failed_to_start`.
 //
-// The status file is the only witness of an exit that happens while deployd is down, so it is
-// written durably; the daemon only reads it.
+// The status file is the witness of an end that happens while deployd is down. It outlives
+// deployd's death (the page cache does); a crash of the host ends the attempt's processes too,
+// and the daemon, seeing another boot, never takes a missing record for "never started".
 //
 // Format (one JSON object):
-//   {"state": "running" | "exited" | "failed_to_start",
-//    "pid": 4242, "start_time": 123456, "supervisor_pid": 4241,
+//   {"state": "starting" | "running" | "exited" | "failed_to_start",
+//    "pid": 4242, "start_time": 123456, "supervisor_pid": 4241,   // pid 0 while starting
 //    "supervisor_start_time": 123455, "boot_id": "…",
 //    "started_at_ms": …, "ended_at_ms": …,          // ended_at_ms: 0 while running
 //    "exit_code": 3, "signal": 0,                   // when exited
+//    "stopped": true,                               // a stop was asked for (SIGTERM)
+//    "left": [{"pid": 7, "name": "sleep"}],         // what the action left running, stopped
+//    "stuck": [{"pid": 8, "name": "x", "state": "D"}],  // what would not die even by SIGKILL
 //    "error": "cannot start '/x': Permission denied"}  // when failed_to_start
 #ifndef DEPLOYD_PROCESS_SUPERVISOR_RECORD_H_
 #define DEPLOYD_PROCESS_SUPERVISOR_RECORD_H_
@@ -20,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "deployd/status.h"
 #include "process/exit_status.h"
@@ -27,22 +35,34 @@
 
 namespace deployd {
 
+// A process the supervisor names in its record.
+struct ProcessNote {
+  pid_t pid = 0;
+  std::string name;  // comm
+  char state = '?';  // for `stuck`: /proc/PID/stat's state (D: in the kernel, unkillable)
+  bool operator==(const ProcessNote&) const = default;
+};
+
 struct SupervisorRecord {
-  enum class State { kRunning, kExited, kFailedToStart };
+  enum class State { kStarting, kRunning, kExited, kFailedToStart };
   State state = State::kRunning;
   ProcessIdentity action;  // the action's process; its pid is also its process group
   ProcessIdentity supervisor;
   std::int64_t started_at_ms = 0;
   std::int64_t ended_at_ms = 0;
-  ExitStatus exit;    // kExited
-  std::string error;  // kFailedToStart
+  ExitStatus exit;                 // kExited
+  bool stopped = false;            // kExited: a stop was asked for
+  std::vector<ProcessNote> left;   // kExited: left running by the action, stopped
+  std::vector<ProcessNote> stuck;  // kExited: still there after SIGKILL
+  std::string error;               // kFailedToStart
 
   std::string ToJson() const;  // one line, no newline
   static Result<SupervisorRecord> FromJson(std::string_view text);
 };
 
 // Replaces the status file at `path` with `record` atomically (util/atomic_file.h), mode 0640:
-// the supervisor's records are the daemon's, not for every user of the host to read.
+// the supervisor's records are the daemon's, not for every user of the host to read. Not
+// fsync'd (see above): it is written twice for every attempt of every step.
 Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record);
 
 // The status file's record; nullopt when there is no file (the supervisor has not written it).

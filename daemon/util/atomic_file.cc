@@ -9,7 +9,8 @@
 
 namespace deployd {
 
-Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
+                           Durability durability) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -36,12 +37,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view content, mo
     done += static_cast<size_t>(n);
   }
   if (::fchmod(fd, mode) != 0) return fail("chmod", fd);
-  if (::fsync(fd) != 0) return fail("fsync", fd);
+  const bool sync = durability == Durability::kPowerLoss;
+  if (sync && ::fsync(fd) != 0) return fail("fsync", fd);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", -1);
   // The rename itself is durable only once the directory is. A directory that cannot be
   // opened or synced (some filesystems refuse) leaves the new file in place, which is the
   // best that can be had there.
+  if (!sync) return Status::Ok();
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);

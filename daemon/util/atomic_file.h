@@ -19,11 +19,17 @@
 
 namespace deployd {
 
+enum class Durability {
+  kPowerLoss,     // fsync of the file and its directory: survives a crash of the host
+  kProcessCrash,  // no fsync: survives the death of any process, not of the host (cheap)
+};
+
 // Writes `content` to `path` with exactly `mode` (set with fchmod, so the umask does not
 // decide who can read it). Errors name the path and what failed:
 //   "cannot write /etc/systemd/system/kimi.service: Permission denied"   (the temporary file)
 //   "cannot write /var/lib/deployd/x.status: fsync: No space left on device"
-Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode);
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
+                           Durability durability = Durability::kPowerLoss);
 
 }  // namespace deployd
 
