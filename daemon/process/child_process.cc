@@ -1,93 +1,40 @@
-// The one translation unit that includes Boost.Process v2 (it is the most expensive header set
-// of the project to compile). Workarounds for Boost 1.81, see notes/build-facts.md §3:
-// children would inherit every descriptor without CloseInheritedFds, there is no setsid
-// initializer, and the environment initializer does not link header-only (EnvInit below).
 #include "process/child_process.h"
 
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/read.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/process/v2/process.hpp>
-#include <boost/process/v2/start_dir.hpp>
-#include <boost/process/v2/stdio.hpp>
 #include <deque>
 
+#include "process/spawn.h"
 #include "util/secrets.h"
-
-extern char** environ;
 
 namespace deployd {
 
 namespace asio = boost::asio;
-namespace bp2 = boost::process::v2;
 
 namespace {
 
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
-// Runs in the child between fork and exec, after the stdio initializer has dup'ed its fds.
-struct ChildSetup {
-  template <typename Launcher>
-  bp2::error_code on_exec_setup(Launcher&, const bp2::filesystem::path&, const char* const*) {
-    // Own session and process group: the whole tree can be signalled as one, and it does not
-    // share the daemon's controlling terminal.
-    if (::setsid() < 0) return bp2::error_code(errno, bp2::system_category());
-    // Boost 1.81's close_handles skips descriptors below its error pipe: mark all above
-    // stderr close-on-exec here instead.
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-      return bp2::error_code(errno, bp2::system_category());
-    // The daemon ignores SIGPIPE; an ignored disposition would survive exec.
-    ::signal(SIGPIPE, SIG_DFL);
-    return {};
-  }
-};
-
-// Sets the child's environment (the launcher's own initializer does not link header-only).
-struct EnvInit {
-  const char* const* envp;
-  template <typename Launcher>
-  bp2::error_code on_setup(Launcher& launcher, const bp2::filesystem::path&, const char* const*) {
-    launcher.env = envp;
-    return {};
-  }
-};
-
-std::string FindOnPath(const std::string& name, const std::string& path_var) {
-  if (name.find('/') != std::string::npos) return name;
-  size_t start = 0;
-  while (start <= path_var.size()) {
-    size_t end = path_var.find(':', start);
-    if (end == std::string::npos) end = path_var.size();
-    std::string dir = end > start ? path_var.substr(start, end - start) : std::string(".");
-    std::string candidate = dir + "/" + name;
-    struct stat st;
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
 }  // namespace
 
 struct ChildProcess::Impl {
-  explicit Impl(asio::any_io_executor ex) : proc(ex), pipe(ex), kill_timer(ex) {}
+  explicit Impl(asio::any_io_executor ex) : exit_watch(ex), pipe(ex), kill_timer(ex) {}
   ~Impl() {
-    // Never kill on destruction (a background action outlives the daemon); stopping is an
-    // explicit Terminate().
-    if (proc.is_open()) proc.detach();
+    // Never kill on destruction; stopping is an explicit Terminate(). The pidfd closes with
+    // exit_watch; a child not reaped by then is reaped by nobody until deployd exits, which
+    // happens only when the daemon itself goes.
     if (log_fd >= 0) ::close(log_fd);
   }
 
-  bp2::process proc;
+  asio::posix::stream_descriptor exit_watch;  // the child's pidfd: readable once it has exited
   asio::readable_pipe pipe;
   asio::steady_timer kill_timer;
   std::array<char, 16384> buffer;
@@ -183,27 +130,22 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   if (options.argv.empty() || options.argv[0].empty())
     return Status::Error("cannot start a process: empty command");
   const std::string& program = options.argv[0];
-
-  // The child's environment: the daemon's, with the overrides replacing same-named entries.
-  std::vector<std::string> env_strings;
-  std::string path_var = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view entry(*e);
-    std::string key(entry.substr(0, entry.find('=')));
-    if (options.env.count(key)) continue;
-    if (key == "PATH") path_var = std::string(entry.substr(5));
-    env_strings.emplace_back(entry);
+  SpawnRequest request;
+  request.env = ChildEnvironment(options.env);
+  request.cwd = options.cwd;
+  request.argv = options.argv;
+  if (!options.wrapper.empty()) {
+    // Errors name the program, not the wrapper: resolved here, on the child's PATH.
+    std::string path_var;
+    for (const std::string& e : request.env)
+      if (e.starts_with("PATH=")) path_var = e.substr(5);
+    std::string executable = FindOnPath(program, path_var);
+    if (executable.empty())
+      return Status::Error("cannot start '" + program + "': not found on PATH");
+    request.argv = options.wrapper;
+    request.argv.push_back(executable);
+    request.argv.insert(request.argv.end(), options.argv.begin() + 1, options.argv.end());
   }
-  for (const auto& [key, value] : options.env) {
-    env_strings.push_back(key + "=" + value);
-    if (key == "PATH") path_var = value;
-  }
-  std::vector<const char*> envp;
-  for (const auto& s : env_strings) envp.push_back(s.c_str());
-  envp.push_back(nullptr);
-
-  std::string executable = FindOnPath(program, path_var);
-  if (executable.empty()) return Status::Error("cannot start '" + program + "': not found on PATH");
 
   auto child = std::shared_ptr<ChildProcess>(new ChildProcess());
   child->impl_ = std::make_unique<Impl>(ex);
@@ -222,51 +164,39 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   int out_fd = fds[1];
   if (!options.log_path.empty()) impl.OpenLog();
 
-  std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
-  if (!options.wrapper.empty()) {
-    args.insert(args.begin(), executable);
-    args.insert(args.begin(), options.wrapper.begin() + 1, options.wrapper.end());
-    executable = options.wrapper.front();
-  }
-  try {
-    if (options.cwd.empty()) {
-      impl.proc = bp2::process(ex, executable, args, bp2::process_stdio{nullptr, out_fd, out_fd},
-                               ChildSetup{}, EnvInit{envp.data()});
-    } else {
-      impl.proc =
-          bp2::process(ex, executable, args, bp2::process_stdio{nullptr, out_fd, out_fd},
-                       bp2::process_start_dir(options.cwd), ChildSetup{}, EnvInit{envp.data()});
-    }
-  } catch (const std::exception& e) {
-    ::close(out_fd);
-    ::close(read_fd);
-    std::string why = e.what();
-    if (auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
-    if (auto bracket = why.rfind(" ["); bracket != std::string::npos) why.resize(bracket);
-    std::string where = options.cwd.empty() ? "" : " in " + options.cwd;
-    return Status::Error("cannot start '" + program + "'" + where + ": " + why);
-  }
+  request.stdout_fd = out_fd;
+  request.stderr_fd = out_fd;
+  Result<Spawned> spawned = Spawn(request);
   ::close(out_fd);
-  child->pid_ = impl.proc.id();
+  if (!spawned.ok()) {
+    ::close(read_fd);
+    return spawned.status();
+  }
+  child->pid_ = spawned->pid;
+  impl.exit_watch.assign(spawned->pidfd);
 
   impl.pipe.assign(read_fd);
   ReadOutput(child);
 
-  impl.proc.async_wait([child](boost::system::error_code ec, int) {
-    Impl& impl = *child->impl_;
-    ExitStatus status;
-    if (ec) {
-      status.code = 255;  // cannot happen unless SIGCHLD is ignored; reported, not hidden
-    } else {
-      status = ExitStatus::FromWaitStatus(impl.proc.native_exit_code());
-    }
-    child->exited_ = true;
-    impl.DrainNow();
-    if (impl.on_exit) {
-      auto handler = std::move(impl.on_exit);
-      handler(status);
-    }
-  });
+  impl.exit_watch.async_wait(
+      asio::posix::stream_descriptor::wait_read, [child](boost::system::error_code) {
+        Impl& impl = *child->impl_;
+        int wait_status = 0;
+        pid_t reaped;
+        do {
+          reaped = ::waitpid(child->pid_, &wait_status, 0);
+        } while (reaped < 0 && errno == EINTR);
+        // Not reapable only if SIGCHLD were ignored: reported, not hidden.
+        ExitStatus status =
+            reaped == child->pid_ ? ExitStatus::FromWaitStatus(wait_status) : ExitStatus{255, 0};
+        child->exited_ = true;
+        impl.exit_watch.close();
+        impl.DrainNow();
+        if (impl.on_exit) {
+          auto handler = std::move(impl.on_exit);
+          handler(status);
+        }
+      });
   return child;
 }
 

@@ -137,7 +137,10 @@ Result<Spawned> Spawn(const SpawnRequest& request) {
   int error = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv.data(), envp.data());
   ::posix_spawn_file_actions_destroy(&actions);
   ::posix_spawnattr_destroy(&attr);
-  if (error != 0) return Status::Error("cannot start '" + program + "': " + ::strerror(error));
+  if (error != 0) {
+    std::string where = request.cwd.empty() ? "" : " in " + request.cwd;
+    return Status::Error("cannot start '" + program + "'" + where + ": " + ::strerror(error));
+  }
   // Not reaped before someone waits for it, so the pid cannot have been reused yet.
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {
