@@ -28,6 +28,7 @@
 
 #include "process/blocking_command.h"
 #include "process/exit_status.h"
+#include "process/spawn.h"
 #include "util/line_splitter.h"
 #include "util/units.h"
 
@@ -304,46 +305,31 @@ class StopSignals {
   int fd_ = -1;
 };
 
-struct Spawned {
+struct Started {
   pid_t pid = -1;
   int output = -1;  // read end of stdout+stderr, non-blocking
 };
 
 // Starts argv in our process group (the engine's group kill reaches it) with stdin /dev/null
-// and stdout and stderr on one pipe, the stop signals at their defaults and unblocked.
-Result<Spawned> Spawn(const std::vector<std::string>& argv) {
+// and stdout and stderr on one pipe, the signals at their defaults and unblocked.
+Result<Started> StartTool(const std::vector<std::string>& argv) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
     return Status::Error(std::string("pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGTERM, SIGINT, SIGPIPE}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
+  SpawnRequest request;
+  request.argv = argv;
+  request.env = ChildEnvironment({});
+  request.new_session = false;
+  request.stdout_fd = pipe_fds[1];
+  Result<Spawned> spawned = Spawn(request);
   ::close(pipe_fds[1]);
-  if (rc != 0) {
+  if (!spawned.ok()) {
     ::close(pipe_fds[0]);
-    return Status::Error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    return spawned.status();
   }
+  ::close(spawned->pidfd);
   ::fcntl(pipe_fds[0], F_SETFL, ::fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
-  return Spawned{pid, pipe_fds[0]};
+  return Started{spawned->pid, pipe_fds[0]};
 }
 
 // Reads what is in the pipe now; false at end of file.
@@ -362,7 +348,7 @@ bool Drain(int fd, LineSplitter& splitter, const LineSplitter::LineHandler& on_l
 
 // Relays the downloader's output until it exits (and its pipe is drained), forwarding a stop
 // signal; returns its wait status.
-int Supervise(const Spawned& child, StopSignals& signals, const std::string& tool,
+int Supervise(const Started& child, StopSignals& signals, const std::string& tool,
               const ActionContext& ctx, const LineSplitter::LineHandler& on_line) {
   LineSplitter splitter;
   int pidfd = PidfdOpen(child.pid);
@@ -543,7 +529,7 @@ Status RunDownloadAction(const DownloadAction& action, const ActionContext& ctx)
   ExitStatus ended;
   {
     StopSignals signals;
-    auto child = Spawn(argv);
+    auto child = StartTool(argv);
     if (!child.ok()) return child.status();
     ended = ExitStatus::FromWaitStatus(Supervise(child.value(), signals, *tool, ctx, on_line));
   }

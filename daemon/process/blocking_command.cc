@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "process/spawn.h"
 #include "util/units.h"
 
 extern char** environ;
@@ -108,22 +109,26 @@ Result<CommandOutput> RunBlocking(const std::vector<std::string>& argv, Duration
   if (!out_pipe.Open() || !err_pipe.Open()) {
     return Status::Error(std::string("pipe: ") + std::strerror(errno));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe.write_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe.write_fd, 2);
-  // The daemon's sockets are not close-on-exec (build-facts §3): the child gets none of them.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, program.c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  SpawnRequest request;
+  request.argv = argv;
+  request.env = ChildEnvironment({});
+  request.new_session = false;  // stopping the caller's group stops this command too
+  request.stdout_fd = out_pipe.write_fd;
+  request.stderr_fd = err_pipe.write_fd;
+  std::string path_var;
+  for (const std::string& e : request.env)
+    if (e.starts_with("PATH=")) path_var = e.substr(5);
+  if (FindOnPath(program, path_var).empty()) {
+    out_pipe.CloseWrite();
+    err_pipe.CloseWrite();
+    return Status::Error("cannot start '" + program + "': No such file or directory");
+  }
+  Result<Spawned> spawned = Spawn(request);
   out_pipe.CloseWrite();
   err_pipe.CloseWrite();
-  if (rc != 0) return Status::Error("cannot start '" + program + "': " + std::strerror(rc));
+  if (!spawned.ok()) return spawned.status();
+  ::close(spawned->pidfd);
+  const pid_t pid = spawned->pid;
 
   CommandOutput output;
   // A grandchild that keeps a pipe open (a daemon the tool started without closing its

@@ -78,6 +78,11 @@ std::string FindOnPath(const std::string& name, const std::string& path_var) {
   return "";
 }
 
+std::string FindOnPath(const std::string& name) {
+  const char* path = ::getenv("PATH");
+  return FindOnPath(name, path ? path : "/usr/local/bin:/usr/bin:/bin");
+}
+
 std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {

@@ -56,6 +56,8 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
 // `name` as found on `path_var` (":"-separated; an empty entry is "."): the first regular,
 // executable file; "" when there is none. A name with a '/' is returned as it is.
 std::string FindOnPath(const std::string& name, const std::string& path_var);
+// The same on deployd's own PATH.
+std::string FindOnPath(const std::string& name);
 
 }  // namespace deployd
 

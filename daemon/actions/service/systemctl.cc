@@ -13,6 +13,7 @@
 
 #include "process/exit_status.h"
 #include "process/process_table.h"
+#include "process/spawn.h"
 
 namespace deployd {
 namespace {
@@ -117,23 +118,6 @@ bool IsUnitChar(char c) {
 }
 
 }  // namespace
-
-std::string FindOnPath(const std::string& name) {
-  const char* env = std::getenv("PATH");
-  std::string path = env ? env : "/usr/local/bin:/usr/bin:/bin";
-  std::istringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + name;
-    struct stat st;
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return "";
-}
 
 Result<std::string> NormalizeUnit(const std::string& unit) {
   if (unit.empty()) return Status::Error("service: no unit given");

@@ -18,15 +18,12 @@
 #include "deployd/plan.h"
 #include "deployd/status.h"
 #include "process/blocking_command.h"
+#include "process/spawn.h"
 
 namespace deployd {
 
 // systemctl show, enable, daemon-reload, journalctl: quick unless systemd itself is stuck.
 inline constexpr Duration kSystemctlTimeout = std::chrono::seconds(30);
-
-// The path execvp would run for `name` (PATH, else /usr/local/bin:/usr/bin:/bin), "" when
-// there is none: for systemctl itself, and for a unit file's program.
-std::string FindOnPath(const std::string& name);
 
 // "kimi" -> "kimi.service", as systemctl itself completes it. Errors: "service: no unit given",
 // "'a b' is not a valid systemd unit name".
