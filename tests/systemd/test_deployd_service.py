@@ -49,6 +49,28 @@ class DeploydServiceTest(SystemdTestCase):
         self.assertIn("network-online.target", props["After"].split())
         self.assertIn("network-online.target", props["Wants"].split())
 
+    def test_children_get_nothing_systemd_gave_deployd_alone(self):
+        # NOTIFY_SOCKET in a child would let it speak for deployd (READY=1, STOPPING=1);
+        # JOURNAL_STREAM would name deployd's stderr, not the child's.
+        self.d.install()
+        plan = self.d.write_plan("env.yaml", """\
+version: 1
+name: env
+steps:
+  - id: env
+    run: [env]
+  - id: env-background
+    run: [env]
+    background: true
+""")
+        run, cp = self.d.apply(plan, check=0)
+        for step in ("env", "env-background"):
+            env = self.d.ctl("logs", run, step, check=0).stdout
+            self.assertIn("PATH=", env)
+            for var in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM",
+                        "INVOCATION_ID"):
+                self.assertNotRegex(env, r"(?m)^%s=" % var, step)
+
 
 if __name__ == "__main__":
     main()
