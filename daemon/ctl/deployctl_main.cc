@@ -16,6 +16,9 @@
 #include "deployd/states.h"
 #include "plan/daemon_config.h"
 #include "plan/plan_parser.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
+#include "protocol/run_wire.h"
 
 using namespace deployd;
 using namespace deployd::ctl;
@@ -42,27 +45,25 @@ std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pai
   return vars;
 }
 
-void PrintRun(const json::object& run) {
-  std::int64_t created = Int(run, "created_at_ms");
-  std::int64_t finished = Int(run, "finished_at_ms");
-  std::cout << "run:     " << Str(run, "id") << " (plan " << Str(run, "plan") << ", from "
-            << Str(run, "plan_file") << ")\n";
-  std::cout << "state:   " << Str(run, "state");
-  if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
-  std::cout << "\ncreated: " << Clock(created);
-  if (finished) std::cout << ", took " << FormatElapsed(finished - created);
+void PrintRun(const WireRun& run) {
+  std::cout << "run:     " << run.id << " (plan " << run.plan << ", from " << run.plan_file
+            << ")\n";
+  std::cout << "state:   " << run.state;
+  if (!run.reason.empty()) std::cout << ": " << run.reason;
+  std::cout << "\ncreated: " << Clock(run.created_at_ms);
+  if (run.finished_at_ms)
+    std::cout << ", took " << FormatElapsed(run.finished_at_ms - run.created_at_ms);
   std::cout << "\n\n";
   std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
   std::fflush(stdout);
-  for (const auto& sv : run.at("steps").as_array()) {
-    const json::object& s = sv.as_object();
-    std::int64_t start = Int(s, "started_at_ms");
-    std::int64_t end = Int(s, "finished_at_ms");
+  for (const WireStep& s : run.steps) {
+    std::int64_t start = s.started_at_ms;
+    std::int64_t end = s.finished_at_ms;
     std::string time = start ? FormatElapsed((end ? end : start) - start) : "-";
-    std::string detail = Str(s, "reason");
-    if (Str(s, "phase") == "on_failure") detail = "(on_failure) " + detail;
-    std::printf("%-24s %-10s %-8lld %-8s %s\n", Str(s, "id").c_str(), Str(s, "state").c_str(),
-                static_cast<long long>(Int(s, "attempts")), time.c_str(), detail.c_str());
+    std::string detail = s.reason;
+    if (s.phase == "on_failure") detail = "(on_failure) " + detail;
+    std::printf("%-24s %-10s %-8lld %-8s %s\n", s.id.c_str(), s.state.c_str(),
+                static_cast<long long>(s.attempts), time.c_str(), detail.c_str());
   }
   std::fflush(stdout);
 }
@@ -215,9 +216,9 @@ int main(int argc, char** argv) {
       client.Send({{"op", "follow"}, {"run", run_id}});
       for (;;) {
         json::object line = client.Receive();
-        if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
+        if (IsRefusal(line)) Client::Refused(line);
         std::cout << json::serialize(line) << std::endl;
-        if (Str(line, "type") == "end") return ExitFor(line["run"].as_object());
+        if (LineType(line) == "end") return ExitFor(LineRun(line).state);
       }
     }
     if (*why) return Why(client, run_id, json_out);
@@ -245,23 +246,22 @@ int main(int argc, char** argv) {
       }
       std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
       for (const auto& rv : answer["runs"].as_array()) {
-        const json::object& r = rv.as_object();
-        std::printf("%-28s %-20s %-10s %-20s %s\n", Str(r, "id").c_str(), Str(r, "plan").c_str(),
-                    Str(r, "state").c_str(), Clock(Int(r, "created_at_ms")).c_str(),
-                    Str(r, "reason").c_str());
+        WireRun r = DecodeRun(rv.as_object());
+        std::printf("%-28s %-20s %-10s %-20s %s\n", r.id.c_str(), r.plan.c_str(), r.state.c_str(),
+                    Clock(r.created_at_ms).c_str(), r.reason.c_str());
       }
       return kExitOk;
     }
     if (*status) {
       json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
-      const json::object& run = answer["run"].as_object();
+      const json::object& run_json = answer["run"].as_object();
+      WireRun run = DecodeRun(run_json);
       if (json_out) {
-        std::cout << json::serialize(run) << "\n";
+        std::cout << json::serialize(run_json) << "\n";
       } else {
         PrintRun(run);
       }
-      std::string state = Str(run, "state");
-      return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+      return ExitFor(run.state);
     }
     if (*logs && follow) {
       if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
