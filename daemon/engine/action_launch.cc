@@ -92,14 +92,15 @@ void RunManager::OnActionExit(const std::string& run_id, size_t index, int gen,
   if (gen == live.action_gen) live.child.reset();
   if (status.ok()) {
     if (gen == live.action_gen && live.journal) live.journal->Arm();
-    Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), Source::kAction, gen);
+    Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), EventSource::kAction,
+             gen);
     return;
   }
   info.reason = status.ToString();
   // A built-in action's last line says why it failed (builtin_action.h).
   if (live.def->kind != ActionKind::kRun && status.code == 1 && !last_line.empty())
     info.reason = last_line;
-  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
 }
 
 void RunManager::ArmTimeout(ActiveRun& run, size_t index, int gen) {
@@ -107,16 +108,16 @@ void RunManager::ArmTimeout(ActiveRun& run, size_t index, int gen) {
   int timer_gen = live.timer_gen;
   Duration timeout = *live.def->timeout;
   live.timer->expires_after(timeout);
-  live.timer->async_wait(
-      [this, run_id = run.record.id, index, gen, timer_gen, timeout](boost::system::error_code ec) {
-        ActiveRun* run = Find(run_id);
-        if (ec || !run || run->live[index].timer_gen != timer_gen) return;
-        StepEventInfo info;
-        info.reason = "timed out after " + FormatDuration(timeout);
-        info.evidence["timeout_ms"] = timeout.count();
-        if (auto& c = run->live[index].child) info.evidence["output_tail"] = JsonStrings(c->Tail());
-        Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
-      });
+  live.timer->async_wait([this, run_id = run.record.id, index, gen, timer_gen,
+                          timeout](boost::system::error_code ec) {
+    ActiveRun* run = Find(run_id);
+    if (ec || !run || run->live[index].timer_gen != timer_gen) return;
+    StepEventInfo info;
+    info.reason = "timed out after " + FormatDuration(timeout);
+    info.evidence["timeout_ms"] = timeout.count();
+    if (auto& c = run->live[index].child) info.evidence["output_tail"] = JsonStrings(c->Tail());
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
+  });
 }
 
 std::vector<std::string> RunManager::ActionArgv(const Step& step) const {

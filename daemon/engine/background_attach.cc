@@ -48,7 +48,7 @@ void RunManager::StartBackground(ActiveRun& run, size_t index, int gen) {
     StepEventInfo info;
     info.pid = record.action.pid;
     info.action = started.ToJson();
-    Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), Source::kAction, gen);
+    Dispatch(run_id, index, StepEvent::kActionStarted, std::move(info), EventSource::kAction, gen);
   };
   handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
     OnBackgroundEnd(run_id, index, gen, end, "");
@@ -94,7 +94,7 @@ void RunManager::OnBackgroundEnd(const std::string& run_id, size_t index, int ge
       !end.exit->signal && !tail.empty())
     info.reason = tail.back() + when;
   if (!when.empty()) info.detail = "deployd restarted; " + info.reason;
-  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
 }
 
 // fail_on for a background action: its log is followed as it grows (inotify), from where the
@@ -148,7 +148,7 @@ bool RunManager::Reattach(ActiveRun& run, size_t index) {
       event.action = known.ToJson();
       event.detail = "deployd restarted; reattached to the background action (pid " +
                      std::to_string(known.action->pid) + ")";
-      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), Source::kAction, gen);
+      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), EventSource::kAction, gen);
       break;
     }
     case BackgroundAction::Found::Kind::kEnded: {
@@ -159,7 +159,7 @@ bool RunManager::Reattach(ActiveRun& run, size_t index) {
       StepEventInfo event;
       event.exit_status = 0;
       event.detail = "deployd restarted; the background action had exited with status 0 meanwhile";
-      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), Source::kAction, gen);
+      Dispatch(run_id, index, StepEvent::kReattach, std::move(event), EventSource::kAction, gen);
       break;
     }
   }

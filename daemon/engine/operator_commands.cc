@@ -66,7 +66,8 @@ Status RunManager::Cancel(const std::string& run_id) {
   if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
   for (size_t i = 0; i < run->live.size(); ++i) {
     if (IsTerminal(run->record.steps[i].state)) continue;
-    Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled by operator"), Source::kOperator, 0);
+    Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled by operator"),
+             EventSource::kOperator, 0);
   }
   run->stopping = false;
   Finish(*run, RunState::kCancelled, "cancelled by operator", "");
@@ -79,7 +80,7 @@ Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
     bool reset = i >= run.main_count
                      ? IsTerminal(s)
                      : i >= from && (s == StepState::kFailed || s == StepState::kCancelled);
-    if (reset) Dispatch(run.record.id, i, StepEvent::kOperatorRetry, {}, Source::kOperator, 0);
+    if (reset) Dispatch(run.record.id, i, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
   }
   run.preflight_done = false;  // the host may have changed: check again before acting
   if (!CommitRunState(run, RunState::kRunning, why, "")) return Status::Error("cannot record");
@@ -103,7 +104,8 @@ Status RunManager::Retry(const std::string& run_id, const std::string& step_id) 
   Result<ActiveRun*> run = Activate(record.value());
   if (!run.ok()) return run.status();
   ActiveRun& r = *run.value();
-  if (!step_id.empty()) Dispatch(run_id, from, StepEvent::kOperatorRetry, {}, Source::kOperator, 0);
+  if (!step_id.empty())
+    Dispatch(run_id, from, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
   return Reopen(r, from, step_id.empty() ? "retry requested" : "retry from " + step_id);
 }
 
@@ -116,7 +118,7 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
       return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
                            "; only a step that has not started, or has failed, can be skipped");
     Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
-             Source::kOperator, 0);
+             EventSource::kOperator, 0);
     return Status::Ok();
   }
   Result<RunRecord> record = LoadFinished(
@@ -130,7 +132,7 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
   Result<ActiveRun*> run = Activate(record.value());
   if (!run.ok()) return run.status();
   Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
-           Source::kOperator, 0);
+           EventSource::kOperator, 0);
   return Reopen(*run.value(), *index, "skipped " + step_id);
 }
 
@@ -146,7 +148,8 @@ Status RunManager::Approve(const std::string& run_id, const std::string& step_id
   if (s != StepState::kWaiting)
     return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
                          ", not waiting for approval");
-  Dispatch(run_id, *index, StepEvent::kApprove, Because("approved by " + by), Source::kOperator, 0);
+  Dispatch(run_id, *index, StepEvent::kApprove, Because("approved by " + by),
+           EventSource::kOperator, 0);
   return Status::Ok();
 }
 

@@ -167,7 +167,7 @@ void RunManager::ResumeAfterRestart(ActiveRun& run) {
   for (size_t i : interrupted) {
     if (run.live[i].def->background && Reattach(run, i)) continue;
     run.live[i].recovering = true;
-    Dispatch(run_id, i, StepEvent::kRecover, {}, Source::kOperator, 0);
+    Dispatch(run_id, i, StepEvent::kRecover, {}, EventSource::kOperator, 0);
   }
   if (!Find(run_id)) return;
   SyncWaiting(run);
@@ -238,7 +238,7 @@ void RunManager::Advance(ActiveRun& run) {
     }
     if (steps[i].state == StepState::kSucceeded || steps[i].state == StepState::kSkipped) continue;
     if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
-      Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
+      Dispatch(run.record.id, i, StepEvent::kStart, {}, EventSource::kOperator, 0);
     return;
   }
   if (!failed) {
@@ -248,7 +248,7 @@ void RunManager::Advance(ActiveRun& run) {
   for (size_t i = run.main_count; i < steps.size(); ++i) {
     if (IsTerminal(steps[i].state)) continue;
     if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
-      Dispatch(run.record.id, i, StepEvent::kStart, {}, Source::kOperator, 0);
+      Dispatch(run.record.id, i, StepEvent::kStart, {}, EventSource::kOperator, 0);
     return;
   }
   Finish(run, RunState::kFailed, "step " + failed->id + " failed: " + failed->reason,

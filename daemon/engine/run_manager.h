@@ -121,9 +121,6 @@ class RunManager {
   void Shutdown();
 
  private:
-  // Which generation an asynchronous completion belongs to (see the class comment).
-  enum class Source { kOperator, kAction, kChecks, kTimer };
-
   // run_manager.cc
   ActiveRun* Find(const std::string& run_id);
   Result<ActiveRun*> Activate(const RunRecord& record);
@@ -144,7 +141,7 @@ class RunManager {
 
   // step_dispatch.cc
   void Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
-                Source source, int generation);
+                EventSource source, int generation);
   void RunEffects(ActiveRun& run, size_t index, StepEvent event, const StepUpdate& update);
   void ScheduleRetry(ActiveRun& run, size_t index, Duration delay);
   void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);

@@ -34,24 +34,24 @@ std::string BackgroundIntent(const std::string& status_file, const std::string& 
 
 // `run_id` is a copy: effects may destroy the handler whose capture it came from.
 void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
-                          Source source, int generation) {
+                          EventSource source, int generation) {
   ActiveRun* run = Find(run_id);
   if (!run || index >= run->live.size()) return;
   LiveStep& live = run->live[index];
-  if ((source == Source::kAction && generation != live.action_gen) ||
-      (source == Source::kChecks && generation != live.checks_gen) ||
-      (source == Source::kTimer && generation != live.timer_gen))
-    return;  // a completion from an earlier attempt
   StepRecord& record = run->record.steps[index];
   const bool supplies_action = info.action.has_value();
   StepUpdate update = UpdateStep({.run_id = run_id,
                                   .step = live.def,
                                   .record = record,
                                   .event = event,
+                                  .source = source,
+                                  .generation = generation,
+                                  .current = {live.action_gen, live.checks_gen, live.timer_gen},
                                   .info = std::move(info),
                                   .recovering = live.recovering,
                                   .follows_output = live.journal != nullptr,
                                   .now_ms = NowMs()});
+  if (update.stale) return;  // a completion from an earlier attempt
   if (!update.valid) {
     spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
                   ToString(record.state));
@@ -144,7 +144,7 @@ void RunManager::ScheduleRetry(ActiveRun& run, size_t index, Duration delay) {
   int gen = live.timer_gen;
   live.timer->expires_after(delay);
   live.timer->async_wait([this, run_id = run.record.id, index, gen](boost::system::error_code ec) {
-    if (!ec) Dispatch(run_id, index, StepEvent::kRetryDue, {}, Source::kTimer, gen);
+    if (!ec) Dispatch(run_id, index, StepEvent::kRetryDue, {}, EventSource::kTimer, gen);
   });
 }
 
@@ -154,7 +154,7 @@ void RunManager::FailSoon(const std::string& run_id, size_t index, int gen, std:
   asio::post(ex_, [this, run_id, index, gen, reason = std::move(reason)] {
     StepEventInfo info;
     info.reason = reason;
-    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), Source::kAction, gen);
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
   });
 }
 
@@ -179,7 +179,7 @@ void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
       info.reason = "verify failed: " + outcome.summary;
       info.evidence = std::move(outcome.evidence);
     }
-    Dispatch(id, index, event, std::move(info), Source::kChecks, gen);
+    Dispatch(id, index, event, std::move(info), EventSource::kChecks, gen);
   };
   asio::co_spawn(ex_, RunChecks(checks), asio::bind_cancellation_slot(cancel->slot(), done));
 }

@@ -88,8 +88,8 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   if (const auto& watch = run->live[index].progress) watch->OnLine(line);
   const FailPattern* pattern = run->live[index].fail_on.Match(line);
   if (!pattern) return;
-  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line), Source::kAction,
-           gen);
+  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line),
+           EventSource::kAction, gen);
 }
 
 // From fire until the action ends (see RunEffects); a stall comes back as kStalled of this
@@ -112,7 +112,7 @@ void RunManager::StartProgressWatch(ActiveRun& run, size_t index, int action_gen
     if (!run) return;
     StepEventInfo info = StallEvent(spec, snapshot, stalled_for_ms);
     if (auto& c = run->live[index].child) info.evidence["output_tail"] = JsonStrings(c->Tail());
-    Dispatch(run_id, index, StepEvent::kStalled, std::move(info), Source::kAction, action_gen);
+    Dispatch(run_id, index, StepEvent::kStalled, std::move(info), EventSource::kAction, action_gen);
   };
   live.progress = ProgressWatch::Start(ex_, spec, std::move(on_change), std::move(on_stall));
 }

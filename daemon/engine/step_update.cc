@@ -58,6 +58,20 @@ bool StepUpdate::NewAttempt() const {
   return Has(StepEffect::kFire) || Has(StepEffect::kAwaitApproval);
 }
 
+bool IsStale(EventSource source, int generation, const StepGenerations& current) {
+  switch (source) {
+    case EventSource::kOperator:
+      return false;
+    case EventSource::kAction:
+      return generation != current.action;
+    case EventSource::kChecks:
+      return generation != current.checks;
+    case EventSource::kTimer:
+      return generation != current.timer;
+  }
+  return false;
+}
+
 StepFacts FactsOf(const Step& step, const StepRecord& record, bool recovering, bool follows_output,
                   bool final) {
   StepFacts facts;
@@ -83,10 +97,14 @@ Duration RetryDelay(Duration retry_delay, int attempts) {
 }
 
 StepUpdate UpdateStep(const StepUpdateInput& in) {
+  StepUpdate u;
+  if (IsStale(in.source, in.generation, in.current)) {
+    u.stale = true;
+    return u;
+  }
   const StepRecord& record = in.record;
   StepFacts facts = FactsOf(*in.step, record, in.recovering, in.follows_output, in.info.final);
   StepTransition t = NextState(record.state, facts, in.event);
-  StepUpdate u;
   if (!t.valid) return u;
   u.valid = true;
   u.effects = t.effects;

@@ -4,7 +4,8 @@
 // record to commit next, the event that announces it, and the step machine's effects in order
 // (with the retry delay they need). Nothing is committed, started or armed here; a stale or
 // meaningless event (the step machine's `valid == false`) is `valid == false` and changes
-// nothing. RunManager::Dispatch commits the result and carries out its effects. One part of
+// nothing, and so does a completion from an earlier generation (`stale`).
+// RunManager::Dispatch commits the result and carries out its effects. One part of
 // the record is left to it: where a background step's new attempt will be found again (its
 // status file and log offset, background_action.h), which needs the log file's size.
 //
@@ -25,6 +26,21 @@
 
 namespace deployd {
 
+// Where an event comes from: the operator or the scheduler, or an asynchronous completion of
+// the step's action, checks or timer, stamped with the generation it was started under.
+enum class EventSource { kOperator, kAction, kChecks, kTimer };
+
+// A step's current generations. Each start of an action, of checks, of a timer takes a new
+// one; a completion of an earlier one (a child killed by a timeout that exits later, say) is
+// stale.
+struct StepGenerations {
+  int action = 0;
+  int checks = 0;
+  int timer = 0;
+};
+
+bool IsStale(EventSource source, int generation, const StepGenerations& current);
+
 // What an event brings besides its kind: why, and the evidence for it.
 struct StepEventInfo {
   std::string reason;
@@ -41,6 +57,9 @@ struct StepUpdateInput {
   const Step* step = nullptr;  // the plan's step; REQUIRES: not null
   StepRecord record;           // as committed
   StepEvent event = StepEvent::kStart;
+  EventSource source = EventSource::kOperator;
+  int generation = 0;  // of a completion (kAction, kChecks, kTimer)
+  StepGenerations current;
   StepEventInfo info;
   bool recovering = false;      // re-verifying after a restart interrupted the step
   bool follows_output = false;  // a journal is followed for fail_on while the step verifies
@@ -49,6 +68,7 @@ struct StepUpdateInput {
 
 struct StepUpdate {
   bool valid = false;
+  bool stale = false;  // not valid because the completion is from an earlier generation
   // The step's next record (`commit.step`) and its "step.state" event, at `now_ms`.
   Transition commit;
   std::vector<StepEffect> effects;  // in order
