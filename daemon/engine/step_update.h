@@ -1,13 +1,15 @@
 // StepUpdate: what one event does to one step's record, decided without I/O. From the facts —
-// the step's committed record, the event and what came with it, the plan's step, whether the
-// step is recovering or follows a journal, the time — to what the run manager must do: the
-// record to commit next, the event that announces it, and the step machine's effects in order
-// (with the retry delay they need). Nothing is committed, started or armed here; a stale or
-// meaningless event (the step machine's `valid == false`) is `valid == false` and changes
-// nothing, and so does a completion from an earlier generation (`stale`).
-// RunManager::Dispatch commits the result and carries out its effects. One part of
-// the record is left to it: where a background step's new attempt will be found again (its
-// status file and log offset, background_action.h), which needs the log file's size.
+// the step's committed record, the event and what came with it, where it came from, the plan's
+// step, whether the step is recovering or follows a journal, the time — to what the run
+// manager must do: the record to commit next, the event that announces it, and the step
+// machine's effects in order (with the retry delay they need). Nothing is committed, started
+// or armed here. An event that means nothing in the step's state (the step machine's
+// `valid == false`) is `valid == false` and changes nothing; so is a completion from an
+// earlier generation, which is also `stale`.
+//
+// RunManager::Dispatch commits the result and carries out its effects. One part of the record
+// is left to it: where a background step's new attempt will be found again (its status file
+// and log offset, background_action.h), which needs the log file's size.
 //
 // Pure: no store, no clock (the time is given), no processes or timers (tests/layers_check.py
 // holds this file to the step machine's rule; it names the store's plain records only).
