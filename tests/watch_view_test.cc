@@ -75,21 +75,21 @@ TEST_CASE("watch view: the elapsed time ticks and a stall shows") {
 }
 
 TEST_CASE("watch view: progress without bytes, and unknown totals") {
-  StepProgress p;
+  WireProgress p;
   p.fraction = 0.5;
   CHECK(DescribeProgress(p, 0) == "50%");
-  StepProgress q;
+  WireProgress q;
   q.bytes = 3.0 * 1024 * 1024;
   q.rate_bps = 1024 * 1024;
   CHECK(DescribeProgress(q, 0) == "3.0MiB, 1.0MiB/s");
-  StepProgress none;
+  WireProgress none;
   CHECK(DescribeProgress(none, 0) == "");
   // Progress lines: counts as they are, sizes (in bytes) as sizes.
-  StepProgress files = ProgressFromJson(json::parse(R"({"bytes": null, "done": 27, "total": 60,
+  WireProgress files = DecodeProgress(json::parse(R"({"bytes": null, "done": 27, "total": 60,
       "fraction": 0.45, "rate_bps": null, "eta_s": 30.5})")
-                                            .as_object());
+                                          .as_object());
   CHECK(DescribeProgress(files, 0) == "45% 27/60, ETA 31s");
-  StepProgress sizes = ProgressFromJson(
+  WireProgress sizes = DecodeProgress(
       json::parse(R"({"done": 1288490188, "total": 3221225472, "fraction": 0.4})").as_object());
   CHECK(DescribeProgress(sizes, 0) == "40% 1.2GiB/3.0GiB");
 }
@@ -156,12 +156,13 @@ TEST_CASE("watch view: lines are cut to the width, steps folded to the height") 
 }
 
 TEST_CASE("watch view: plain lines") {
-  CHECK(FormatEventLine(Event("download", "step.state", "running", "attempt 1", kT0 + 100), kT0) ==
+  CHECK(FormatEventLine(
+            DecodeEvent(Event("download", "step.state", "running", "attempt 1", kT0 + 100)), kT0) ==
         "[    0.1s] download                 running    attempt 1");
-  CHECK(FormatEventLine(Event("", "run.preflight", "", "preflight: 2 checks passed", kT0 + 100),
-                        kT0) ==
-        "[    0.1s] run                      preflight  preflight: 2 checks passed");
-  StepProgress p = ProgressFromJson(Progress(1024, 4096, 512, 6, kT0));
+  CHECK(FormatEventLine(
+            DecodeEvent(Event("", "run.preflight", "", "preflight: 2 checks passed", kT0 + 100)),
+            kT0) == "[    0.1s] run                      preflight  preflight: 2 checks passed");
+  WireProgress p = DecodeProgress(Progress(1024, 4096, 512, 6, kT0));
   CHECK(FormatProgressLine("download", p, kT0 + 12'000, kT0) ==
         "[   12.0s] download                 progress   25% 1.0KiB / 4.0KiB, 512B/s, ETA 6s");
 }

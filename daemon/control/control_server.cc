@@ -1,5 +1,6 @@
 #include "control/control_server.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
@@ -17,15 +18,14 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
-#include <deque>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
-#include "control/failure_report.h"
-#include "control/plan_preview.h"
+#include "control/answer_streams.h"
+#include "control/request_handlers.h"
 #include "deployd/protocol.h"
-#include "util/log_follower.h"
-#include "util/utf8_text.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
 
 namespace deployd {
 
@@ -37,37 +37,12 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::uintmax_t kMaxLogBytes = 1u << 20;  // per file, per answer: the newest MiB
-
-json::object Error(const std::string& message) { return {{"ok", false}, {"error", message}}; }
-
-json::object Ok() { return {{"ok", true}}; }
-
-std::string ReadTail(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  std::streamoff start = size > static_cast<std::streamoff>(kMaxLogBytes)
-                             ? size - static_cast<std::streamoff>(kMaxLogBytes)
-                             : 0;
-  in.seekg(start);
-  std::string text(static_cast<size_t>(size - start), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (start > 0) text = "[… earlier output omitted …]\n" + text.substr(text.find('\n') + 1);
-  return text;
-}
 
 // "alice (uid 1000)": who approved a step, for its record.
 std::string PeerName(uid_t uid) {
   struct passwd* pw = ::getpwuid(uid);
   std::string id = "uid " + std::to_string(uid);
   return pw ? std::string(pw->pw_name) + " (" + id + ")" : id;
-}
-
-const json::string* StringField(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v ? v->if_string() : nullptr;
 }
 
 }  // namespace
@@ -77,10 +52,16 @@ struct ControlServer::Acceptor {
   stream_protocol::acceptor acceptor;
 };
 
+// One connection: its peer is checked, then each request line is answered in turn, by the
+// handlers (request_handlers.h); a stream (answer_streams.h) is sent as its lines come and
+// ends the connection.
 class ControlServer::Session : public std::enable_shared_from_this<Session> {
  public:
   Session(ControlServer& server, stream_protocol::socket socket)
-      : server_(server), socket_(std::move(socket)), wake_(socket_.get_executor()) {}
+      : server_(server),
+        context_{server.runs_, server.store_, ""},
+        socket_(std::move(socket)),
+        wake_(socket_.get_executor()) {}
 
   void Close() {
     boost::system::error_code ec;
@@ -95,22 +76,22 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
         !server_.Authorized(cred.uid, cred.gid)) {
       spdlog::warn("refused a connection from uid {} (pid {}): not authorized", cred.uid, cred.pid);
-      json::object refusal = Error("permission denied: uid " + std::to_string(cred.uid) +
-                                   " may not control deployd (allowed: root, uid " +
-                                   std::to_string(::getuid()) + " and the configured group)");
+      json::object refusal = ErrorAnswer("permission denied: uid " + std::to_string(cred.uid) +
+                                         " may not control deployd (allowed: root, uid " +
+                                         std::to_string(::getuid()) + " and the configured group)");
       refusal["code"] = "unauthorized";
       co_await Send(refusal);
       Close();
       co_return;
     }
-    peer_ = PeerName(cred.uid);
+    context_.peer = PeerName(cred.uid);
     std::string buffer;
     for (;;) {
       auto [ec, n] = co_await asio::async_read_until(
           socket_, asio::dynamic_buffer(buffer, kMaxRequestBytes), '\n', kTuple);
       if (ec == asio::error::not_found) {
-        co_await Send(Error("request too large (the limit is " + std::to_string(kMaxRequestBytes) +
-                            " bytes)"));
+        co_await Send(ErrorAnswer("request too large (the limit is " +
+                                  std::to_string(kMaxRequestBytes) + " bytes)"));
         break;
       }
       if (ec) break;
@@ -131,303 +112,55 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
 
   // Answers one request; false ends the connection.
   asio::awaitable<bool> Handle(const std::string& line) {
-    boost::system::error_code ec;
-    json::value parsed = json::parse(line, ec);
-    if (ec || !parsed.is_object()) co_return co_await Send(Error("bad request: not a JSON object"));
-    const json::object& req = parsed.as_object();
-    const json::value* v = req.if_contains("v");
-    if (!v || !v->is_int64())
-      co_return co_await Send(Error("bad request: missing protocol version \"v\""));
-    if (v->as_int64() != kProtocolVersion)
-      co_return co_await Send(Error("protocol version " + std::to_string(v->as_int64()) +
-                                    " is not supported (deployd " + DEPLOYD_VERSION + " speaks " +
-                                    std::to_string(kProtocolVersion) + ")"));
-    const json::string* op = StringField(req, "op");
-    if (!op) co_return co_await Send(Error("bad request: missing \"op\""));
-    if (*op == "follow") co_return co_await Follow(req);
-    if (const json::value* f = req.if_contains("follow"); *op == "logs" && f && *f == true)
-      co_return co_await FollowLog(req);
-    if (*op == "plan") {
-      json::object answer = co_await PreviewPlan(req);
+    Result<json::object> request = DecodeRequest(line);
+    if (!request.ok()) co_return co_await Send(ErrorAnswer(request.status().message()));
+    const json::object& req = request.value();
+    const std::string op = RequestOp(req);
+    if (op == "follow") co_return co_await SendStream(FollowRun(context_, req, Waker()));
+    if (const json::value* f = req.if_contains("follow"); op == "logs" && f && *f == true)
+      co_return co_await SendStream(FollowLog(context_, req, socket_.get_executor(), Waker()));
+    if (op == "plan") {
+      json::object answer = co_await HandlePlan(req);
       co_return co_await Send(answer);
     }
-    co_return co_await Send(Answer(std::string(*op), req));
+    co_return co_await Send(Answer(context_, req));
   }
 
-  json::object Answer(const std::string& op, const json::object& req) {
-    RunManager& runs = server_.runs_;
-    RunStore& store = server_.store_;
-    const json::string* run = StringField(req, "run");
-    const json::string* step = StringField(req, "step");
-    if (op == "ping") {
-      json::object o = Ok();
-      o["version"] = DEPLOYD_VERSION;
-      o["protocol"] = kProtocolVersion;
-      return o;
-    }
-    if (op == "apply") {
-      const json::string* text = StringField(req, "plan_text");
-      if (!text) return Error("bad request: apply needs \"plan_text\"");
-      const json::string* file = StringField(req, "plan_file");
-      std::map<std::string, std::string> vars;
-      if (const json::value* vv = req.if_contains("vars")) {
-        if (!vv->is_object()) return Error("bad request: \"vars\" must be an object");
-        for (const auto& [k, val] : vv->as_object()) {
-          if (!val.is_string()) return Error("bad request: variable values must be strings");
-          vars[std::string(k)] = std::string(val.as_string());
-        }
-      }
-      ApplyResult r = runs.Apply(std::string(*text), file ? std::string(*file) : "plan", vars);
-      if (!r.status.ok()) {
-        json::object o = Error(r.status.message());
-        if (!r.diagnostics.empty()) {
-          json::array d;
-          for (const auto& s : r.diagnostics) d.emplace_back(s);
-          o["diagnostics"] = std::move(d);
-        }
-        return o;
-      }
-      json::object o = Ok();
-      o["run"] = r.run_id;
-      return o;
-    }
-    if (op == "runs") {
-      Result<std::vector<RunRecord>> list = store.ListRuns(true);
-      if (!list.ok()) return Error(list.status().message());
-      json::array a;
-      for (const auto& r : list.value()) a.push_back(RunToJson(r));
-      json::object o = Ok();
-      o["runs"] = std::move(a);
-      return o;
-    }
-    if (op != "status" && op != "logs" && op != "cancel" && op != "retry" && op != "skip" &&
-        op != "approve" && op != "pause" && op != "resume" && op != "why")
-      return Error("bad request: unknown op '" + op + "'");
-    if (!run) return Error("bad request: " + op + " needs \"run\"");
-    if (op == "cancel") return StatusAnswer(runs.Cancel(std::string(*run)));
-    if (op == "pause") return StatusAnswer(runs.Pause(std::string(*run)));
-    if (op == "resume") return StatusAnswer(runs.Resume(std::string(*run)));
-    if (op == "approve") {
-      if (!step) return Error("bad request: approve needs \"step\"");
-      return StatusAnswer(runs.Approve(std::string(*run), std::string(*step), peer_));
-    }
-    if (op == "retry")
-      return StatusAnswer(runs.Retry(std::string(*run), step ? std::string(*step) : ""));
-    if (op == "skip") {
-      if (!step) return Error("bad request: skip needs \"step\"");
-      return StatusAnswer(runs.Skip(std::string(*run), std::string(*step)));
-    }
-    Result<std::optional<RunRecord>> loaded = store.LoadRun(std::string(*run), true);
-    if (!loaded.ok()) return Error(loaded.status().message());
-    if (!loaded.value()) return Error("no run '" + std::string(*run) + "'");
-    const RunRecord& record = *loaded.value();
-    if (op == "status") {
-      json::object o = Ok();
-      json::object run_json = RunToJson(record);
-      runs.AddProgress(run_json);
-      o["run"] = std::move(run_json);
-      return o;
-    }
-    if (op == "why") {
-      Result<std::vector<EventRecord>> events = store.Events(record.id);
-      if (!events.ok()) return Error(events.status().message());
-      json::object o = Ok();
-      o["why"] = FailureReport(record, events.value(), [&](const std::string& step) {
-        return runs.LogPath(record.id, step);
-      });
-      return o;
-    }
-    // logs
-    json::array logs;
-    bool found = false;
-    for (const StepRecord& s : record.steps) {
-      if (step && s.id != *step) continue;
-      found = true;
-      std::string path = runs.LogPath(record.id, s.id);
-      std::string text = ReadTail(path + ".1") + ReadTail(path);
-      if (step || !text.empty() || s.attempts > 0)
-        logs.push_back(json::object{{"step", s.id}, {"text", text}, {"path", path}});
-    }
-    if (!found) return Error("run " + record.id + " has no step '" + std::string(*step) + "'");
-    json::object o = Ok();
-    o["logs"] = std::move(logs);
-    return o;
-  }
-
-  static json::object StatusAnswer(const Status& s) { return s.ok() ? Ok() : Error(s.message()); }
-
-  // Streams a run's events until it ends (or the client goes away).
-  asio::awaitable<bool> Follow(const json::object& req) {
-    const json::string* run_field = StringField(req, "run");
-    if (!run_field) co_return co_await Send(Error("bad request: follow needs \"run\""));
-    std::string run_id(*run_field);
-    RunStore& store = server_.store_;
-    Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, true);
-    if (!loaded.ok()) co_return co_await Send(Error(loaded.status().message()));
-    if (!loaded.value()) co_return co_await Send(Error("no run '" + run_id + "'"));
-
-    std::deque<json::object> queue;
-    bool ended = IsTerminal(loaded.value()->state);
-    json::object snapshot = RunToJson(*loaded.value());
-    server_.runs_.AddProgress(snapshot);
-    queue.push_back({{"ok", true}, {"type", "snapshot"}, {"run", std::move(snapshot)}});
-    // What happened before the client asked, then what happens next: one thread, so no event
-    // falls between the two.
-    Result<std::vector<EventRecord>> past = store.Events(run_id);
-    if (!past.ok()) co_return co_await Send(Error(past.status().message()));
-    for (const EventRecord& e : past.value()) queue.push_back(EventToJson(run_id, e));
-    std::uint64_t token = 0;
-    if (!ended) {
-      token = server_.runs_.Subscribe(
-          run_id, [this, &queue, &store, run_id](const json::object& event) {
-            queue.push_back(event);
-            const json::value* kind = event.if_contains("kind");
-            const json::value* state = event.if_contains("state");
-            if (kind && *kind == "run.state" && state && state->is_string()) {
-              auto s = ParseRunState(std::string(state->as_string()));
-              if (s && IsTerminal(*s)) {
-                Result<std::optional<RunRecord>> final_run = store.LoadRun(run_id, true);
-                if (final_run.ok() && final_run.value())
-                  queue.push_back({{"type", "end"}, {"run", RunToJson(*final_run.value())}});
-              }
-            }
-            wake_.cancel();
-          });
-    } else {
-      queue.push_back({{"type", "end"}, {"run", RunToJson(*loaded.value())}});
-    }
-    bool open = true;
-    bool done = false;
-    while (open && !done) {
-      while (!queue.empty() && open) {
-        json::object next = std::move(queue.front());
-        queue.pop_front();
-        const json::value* type = next.if_contains("type");
-        done = type && *type == "end";
-        open = co_await Send(next);
-        if (done) break;
-      }
-      if (!open || done) break;
-      // Wait for the next event, or for the client to hang up.
-      wake_.expires_at(asio::steady_timer::time_point::max());
-      auto result = co_await (wake_.async_wait(kTuple) ||
-                              socket_.async_wait(stream_protocol::socket::wait_read, kTuple));
-      if (result.index() == 1 || !socket_.is_open()) open = false;
-    }
-    if (token) server_.runs_.Unsubscribe(token);
-    co_return false;  // a follow stream ends its connection
-  }
-
-  // Streams a step's output as it grows (`logs RUN STEP -f`) until the step has ended and the
-  // processes of its actions have exited, or the client goes away: {"ok": true, "type":
-  // "start", "run", "step", "path"}, then {"type": "data", "text"} as output arrives (first
-  // the last MiB of what is there), then {"type": "end", "run", "step", "state"}.
-  asio::awaitable<bool> FollowLog(const json::object& req) {
-    const json::string* run_field = StringField(req, "run");
-    const json::string* step_field = StringField(req, "step");
-    if (!run_field || !step_field)
-      co_return co_await Send(Error("bad request: following logs needs \"run\" and \"step\""));
-    std::string run_id(*run_field);
-    std::string step_id(*step_field);
-    RunManager& runs = server_.runs_;
-    Result<std::optional<RunRecord>> loaded = server_.store_.LoadRun(run_id, true);
-    if (!loaded.ok()) co_return co_await Send(Error(loaded.status().message()));
-    if (!loaded.value()) co_return co_await Send(Error("no run '" + run_id + "'"));
-    std::optional<StepState> state;
-    for (const StepRecord& s : loaded.value()->steps)
-      if (s.id == step_id) state = s.state;
-    if (!state) co_return co_await Send(Error("run " + run_id + " has no step '" + step_id + "'"));
-
-    // Shared with callbacks that may outlive this coroutine (a posted exit notice).
-    struct Stream {
-      std::deque<json::object> queue;
-      std::string partial;  // the first bytes of a character cut at the end of a piece
-      std::string state;
-      bool step_done = false;
-      bool exited = false;
-      std::shared_ptr<void> exit_watch;  // waiting for the step's processes; dropped with us
-    };
-    auto stream = std::make_shared<Stream>();
-    stream->state = ToString(*state);
+  // Ends the wait of SendStream() for the next line; safe to call once the session is gone.
+  std::function<void()> Waker() {
     std::weak_ptr<Session> weak = shared_from_this();
-    auto wake = [weak] {
+    return [weak] {
       if (auto session = weak.lock()) session->wake_.cancel();
     };
-    auto step_ended = [&runs, stream, wake, run_id, step_id] {
-      stream->step_done = true;
-      std::weak_ptr<Stream> weak_stream = stream;
-      stream->exit_watch = runs.WhenActionsExit(run_id, step_id, [weak_stream, wake] {
-        if (auto s = weak_stream.lock()) {
-          s->exited = true;
-          wake();
-        }
-      });
-    };
-    auto on_data = [stream, wake](std::string_view data) {
-      std::string text = stream->partial + std::string(data);
-      size_t complete = CompleteUtf8Prefix(text);
-      stream->partial = text.substr(complete);
-      text.resize(complete);
-      if (text.empty()) return;
-      stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(text)}});
-      wake();
-    };
-    std::string path = runs.LogPath(run_id, step_id);
-    std::error_code size_error;
-    std::uintmax_t size = std::filesystem::file_size(path, size_error);
-    std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
-    Result<std::unique_ptr<LogFollower>> follower =
-        LogFollower::Start(socket_.get_executor(), path, start, on_data);
-    if (!follower.ok()) co_return co_await Send(Error(follower.status().message()));
-    std::uint64_t token =
-        runs.Subscribe(run_id, [stream, wake, step_ended, step_id](const json::object& event) {
-          const json::string* kind = StringField(event, "kind");
-          const json::string* step = StringField(event, "step");
-          const json::string* entered = StringField(event, "state");
-          if (!kind || *kind != "step.state" || !step || *step != step_id || !entered) return;
-          stream->state = std::string(*entered);
-          auto s = ParseStepState(stream->state);
-          if (s && IsTerminal(*s) && !stream->step_done) step_ended();
-          wake();
-        });
-    if (IsTerminal(*state)) step_ended();
+  }
 
-    // Named, not braced inside co_await: GCC 12 miscompiles that (notes/build-facts.md).
-    json::object start_line{
-        {"ok", true}, {"type", "start"}, {"run", run_id}, {"step", step_id}, {"path", path}};
-    bool open = co_await Send(start_line);
-    while (open) {
-      if (stream->step_done && stream->exited) {
-        // The writers are gone: their last bytes may not have been announced yet.
-        follower.value()->CatchUp();
-        if (!stream->partial.empty())
-          stream->queue.push_back({{"type", "data"}, {"text", ValidUtf8(stream->partial)}});
-        stream->queue.push_back(
-            {{"type", "end"}, {"run", run_id}, {"step", step_id}, {"state", stream->state}});
-        stream->step_done = false;  // ends below, once the queue is sent
-      }
-      bool ended = false;
-      while (!stream->queue.empty() && open) {
-        json::object next = std::move(stream->queue.front());
-        stream->queue.pop_front();
-        ended = next.at("type") == "end";
+  // Sends a stream's lines as they come until its end line, or until the client goes away,
+  // and ends the connection (false). A refusal is one answer like any other.
+  asio::awaitable<bool> SendStream(StreamAnswer answer) {
+    if (auto* refusal = std::get_if<json::object>(&answer)) co_return co_await Send(*refusal);
+    AnswerStream& stream = *std::get<std::unique_ptr<AnswerStream>>(answer);
+    bool open = true;
+    bool ended = false;
+    while (open && !ended) {
+      std::deque<json::object> lines = stream.Take();
+      for (const json::object& next : lines) {
+        ended = LineType(next) == "end";
         open = co_await Send(next);
+        if (ended || !open) break;
       }
       if (ended || !open) break;
-      // A wake-up while a line was being sent had no wait to cancel: look before waiting.
-      if (!stream->queue.empty() || (stream->step_done && stream->exited)) continue;
+      // A line that arrived while one was being sent had no wait to wake: look before waiting.
+      if (stream.Ready()) continue;
       wake_.expires_at(asio::steady_timer::time_point::max());
       auto result = co_await (wake_.async_wait(kTuple) ||
                               socket_.async_wait(stream_protocol::socket::wait_read, kTuple));
       if (result.index() == 1 || !socket_.is_open()) open = false;
     }
-    runs.Unsubscribe(token);
-    follower.value()->Stop();
-    co_return false;  // a stream ends its connection
+    co_return false;
   }
 
   ControlServer& server_;
-  std::string peer_;  // who is connected, for the records of what they did
+  RequestContext context_;  // peer: who is connected, for the records of what they did
   stream_protocol::socket socket_;
   asio::steady_timer wake_;
 };

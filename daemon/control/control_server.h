@@ -1,7 +1,9 @@
 // ControlServer: the daemon's Unix socket (DESIGN.md §3). One listener coroutine and one
 // coroutine per connection on the daemon's io_context; requests are newline-delimited JSON
-// (include/deployd/protocol.h). Each connection's peer is identified with SO_PEERCRED and only
-// root, the daemon's own uid and members of the configured group are served.
+// (include/deployd/protocol.h), at most kMaxRequestBytes a line. Each connection's peer is
+// identified with SO_PEERCRED and only root, the daemon's own uid and members of the
+// configured group are served. What each request means is the handlers' (request_handlers.h,
+// answer_streams.h); the server reads lines, hands them over and writes what comes back.
 #ifndef DEPLOYD_CONTROL_CONTROL_SERVER_H_
 #define DEPLOYD_CONTROL_CONTROL_SERVER_H_
 

@@ -96,25 +96,9 @@ asio::awaitable<json::object> StepToJson(const Step& step) {
 
 }  // namespace
 
-asio::awaitable<json::object> PreviewPlan(json::object request) {
-  const json::value* text = request.if_contains("plan_text");
-  if (!text || !text->is_string())
-    co_return json::object{{"ok", false}, {"error", "bad request: plan needs \"plan_text\""}};
-  std::string file = "plan";
-  if (const json::value* f = request.if_contains("plan_file"); f && f->is_string())
-    file = std::string(f->as_string());
-  std::map<std::string, std::string> vars;
-  if (const json::value* vv = request.if_contains("vars")) {
-    if (!vv->is_object())
-      co_return json::object{{"ok", false}, {"error", "bad request: \"vars\" must be an object"}};
-    for (const auto& [k, v] : vv->as_object()) {
-      if (!v.is_string())
-        co_return json::object{{"ok", false},
-                               {"error", "bad request: variable values must be strings"}};
-      vars[std::string(k)] = std::string(v.as_string());
-    }
-  }
-  ParseResult parsed = ParsePlan(std::string(text->as_string()), file, vars);
+asio::awaitable<json::object> PreviewPlan(std::string text, std::string file,
+                                          std::map<std::string, std::string> vars) {
+  ParseResult parsed = ParsePlan(text, file, vars);
   if (!parsed.plan) {
     json::array diagnostics;
     for (const Diagnostic& d : parsed.errors) diagnostics.emplace_back(d.Format());

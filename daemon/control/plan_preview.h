@@ -11,19 +11,22 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
+#include <map>
+#include <string>
 
 namespace deployd {
 
-// `request`: {"plan_text", "plan_file", "vars": {…}}. The answer: {"ok": false, "error",
-// "diagnostics": […]} for an invalid plan, else {"ok": true, "plan": {"name", "description",
-// "file", "vars", "preflight": [CHECK…], "preflight_passed", "steps": [STEP…],
+// The plan `text` (named `file` in diagnostics) with `vars`. The answer: {"ok": false,
+// "error", "diagnostics": […]} for an invalid plan, else {"ok": true, "plan": {"name",
+// "description", "file", "vars", "preflight": [CHECK…], "preflight_passed", "steps": [STEP…],
 // "on_failure": [STEP…]}} where CHECK is {"check": DescribeCheck, "after_ms", "every_ms",
 // "within_ms", "timeout_ms"} plus, for probed checks, {"passed", "summary"}, and STEP is
 // {"id", "action": "run"|"approval", "command": {"shell", "script"?, "argv"}, "approval"?,
 // "background", "timeout_ms", "grace_ms", "retries", "retry_delay_ms", "idempotent", "cwd",
 // "env", "fail_on", "progress"? ({"path", "stall_after_ms", "every_ms", "total_bytes",
 // "on_stall"}), "verify": [CHECK…], "skip_if": [CHECK…], "would_skip"}.
-boost::asio::awaitable<boost::json::object> PreviewPlan(boost::json::object request);
+boost::asio::awaitable<boost::json::object> PreviewPlan(std::string text, std::string file,
+                                                        std::map<std::string, std::string> vars);
 
 }  // namespace deployd
 

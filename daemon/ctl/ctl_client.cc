@@ -129,9 +129,8 @@ std::string Clock(std::int64_t ms) {
   return buf;
 }
 
-int ExitFor(const json::object& run) {
-  std::string state = Str(run, "state");
-  return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
+int ExitFor(const std::string& run_state) {
+  return run_state == "failed" || run_state == "cancelled" ? kExitRunFailed : kExitOk;
 }
 
 }  // namespace deployd::ctl

@@ -59,8 +59,9 @@ std::int64_t Int(const boost::json::object& o, std::string_view key);
 // Local wall-clock time "2026-11-30 17:01:51".
 std::string Clock(std::int64_t ms);
 
-// 0 when the run (status JSON) succeeded or is still going; 1 when it failed or was cancelled.
-int ExitFor(const boost::json::object& run);
+// 0 when the run (by its state's name) succeeded or is still going; 1 when it failed or was
+// cancelled.
+int ExitFor(const std::string& run_state);
 
 }  // namespace deployd::ctl
 

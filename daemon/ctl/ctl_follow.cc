@@ -9,6 +9,9 @@
 
 #include "ctl/ctl_verbs.h"
 #include "ctl/watch_view.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
+#include "util/clock.h"
 
 namespace deployd::ctl {
 
@@ -20,22 +23,12 @@ namespace {
 // still shows that (and how fast) a long download moves.
 constexpr auto kProgressLineEvery = std::chrono::seconds(10);
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-void PrintFailureEvidence(const json::object& run) {
-  const json::value* steps = run.if_contains("steps");
-  if (!steps || !steps->is_array()) return;
-  for (const auto& sv : steps->as_array()) {
-    const json::object& s = sv.as_object();
-    if (Str(s, "state") != "failed") continue;
-    std::cout << "  step " << Str(s, "id") << ": " << Str(s, "reason") << "\n";
-    const json::value* ev = s.if_contains("evidence");
-    if (!ev || !ev->is_object()) continue;
-    const json::object& e = ev->as_object();
+void PrintFailureEvidence(const WireRun& run) {
+  for (const WireStep& s : run.steps) {
+    if (s.state != "failed") continue;
+    std::cout << "  step " << s.id << ": " << s.reason << "\n";
+    if (!s.evidence || !s.evidence->is_object()) continue;
+    const json::object& e = s.evidence->as_object();
     for (const char* key : {"status_code", "body_excerpt", "error", "exit_status"}) {
       const json::value* v = e.if_contains(key);
       if (!v) continue;
@@ -58,16 +51,16 @@ int FollowPlain(Client& client, const std::string& run_id, bool announce) {
   std::map<std::string, std::chrono::steady_clock::time_point> last_progress_line;
   for (;;) {
     json::object line = client.Receive();
-    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
-    std::string type = Str(line, "type");
+    if (IsRefusal(line)) Client::Refused(line);
+    std::string type = LineType(line);
     if (type == "snapshot") {
-      origin = Int(line["run"].as_object(), "created_at_ms");
+      origin = LineRun(line).created_at_ms;
       if (announce) std::cout << "following run " << run_id << "\n";
     } else if (type == "event") {
-      std::cout << FormatEventLine(line, origin) << "\n";
+      std::cout << FormatEventLine(DecodeEvent(line), origin) << "\n";
     } else if (type == "progress") {
-      std::string step = Str(line, "step");
-      StepProgress progress = ProgressFromJson(line);
+      std::string step = ProgressLineStep(line);
+      WireProgress progress = DecodeProgress(line);
       if (DescribeProgress(progress, 0).empty()) continue;  // nothing known yet
       auto now = std::chrono::steady_clock::now();
       auto last = last_progress_line.find(step);
@@ -76,14 +69,14 @@ int FollowPlain(Client& client, const std::string& run_id, bool announce) {
       std::int64_t at = progress.at_ms ? progress.at_ms : NowMs();
       std::cout << FormatProgressLine(step, progress, at, origin) << "\n";
     } else if (type == "end") {
-      const json::object& run = line["run"].as_object();
-      std::int64_t took = Int(run, "finished_at_ms") - Int(run, "created_at_ms");
-      std::cout << "run " << run_id << " " << Str(run, "state") << " after " << FormatElapsed(took);
-      if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
+      WireRun run = LineRun(line);
+      std::cout << "run " << run_id << " " << run.state << " after "
+                << FormatElapsed(run.finished_at_ms - run.created_at_ms);
+      if (!run.reason.empty()) std::cout << ": " << run.reason;
       std::cout << "\n";
-      if (Str(run, "state") == "failed") PrintFailureEvidence(run);
+      if (run.state == "failed") PrintFailureEvidence(run);
       std::cout.flush();
-      return ExitFor(run);
+      return ExitFor(run.state);
     }
     std::cout.flush();
   }

@@ -6,6 +6,8 @@
 
 #include "ctl/ctl_verbs.h"
 #include "deployd/protocol.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
 
 namespace deployd::ctl {
 
@@ -15,10 +17,10 @@ int LogsFollow(Client& client, const std::string& run_id, const std::string& ste
   client.Send({{"op", "logs"}, {"run", run_id}, {"step", step_id}, {"follow", true}});
   for (;;) {
     json::object line = client.Receive();
-    if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
-    std::string type = Str(line, "type");
+    if (IsRefusal(line)) Client::Refused(line);
+    std::string type = LineType(line);
     if (type == "data") {
-      std::string text = Str(line, "text");
+      std::string text = LogDataText(line);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     } else if (type == "end") {

@@ -13,6 +13,8 @@
 #include "ctl/ctl_verbs.h"
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
+#include "protocol/answer.h"
+#include "util/clock.h"
 
 namespace deployd::ctl {
 
@@ -21,12 +23,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr auto kTick = std::chrono::seconds(1);
-
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Read at every frame: the window may have been resized.
 winsize TerminalSize() {
@@ -71,7 +67,7 @@ int WatchTerminal(Client& client, const std::string& run_id) {
     std::optional<json::object> line =
         client.Receive(IsLive(view) ? kTick : std::chrono::hours(24));
     while (line) {
-      if (line->contains("ok") && !(*line)["ok"].as_bool()) Client::Refused(*line);
+      if (IsRefusal(*line)) Client::Refused(*line);
       ApplyFollowLine(view, *line);
       if (view.ended) break;
       line = client.Receive(std::chrono::milliseconds(0));

@@ -16,6 +16,9 @@
 #include "deployd/states.h"
 #include "plan/daemon_config.h"
 #include "plan/plan_parser.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
+#include "protocol/run_wire.h"
 
 using namespace deployd;
 using namespace deployd::ctl;
@@ -42,27 +45,25 @@ std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pai
   return vars;
 }
 
-void PrintRun(const json::object& run) {
-  std::int64_t created = Int(run, "created_at_ms");
-  std::int64_t finished = Int(run, "finished_at_ms");
-  std::cout << "run:     " << Str(run, "id") << " (plan " << Str(run, "plan") << ", from "
-            << Str(run, "plan_file") << ")\n";
-  std::cout << "state:   " << Str(run, "state");
-  if (!Str(run, "reason").empty()) std::cout << ": " << Str(run, "reason");
-  std::cout << "\ncreated: " << Clock(created);
-  if (finished) std::cout << ", took " << FormatElapsed(finished - created);
+void PrintRun(const WireRun& run) {
+  std::cout << "run:     " << run.id << " (plan " << run.plan << ", from " << run.plan_file
+            << ")\n";
+  std::cout << "state:   " << run.state;
+  if (!run.reason.empty()) std::cout << ": " << run.reason;
+  std::cout << "\ncreated: " << Clock(run.created_at_ms);
+  if (run.finished_at_ms)
+    std::cout << ", took " << FormatElapsed(run.finished_at_ms - run.created_at_ms);
   std::cout << "\n\n";
   std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
   std::fflush(stdout);
-  for (const auto& sv : run.at("steps").as_array()) {
-    const json::object& s = sv.as_object();
-    std::int64_t start = Int(s, "started_at_ms");
-    std::int64_t end = Int(s, "finished_at_ms");
+  for (const WireStep& s : run.steps) {
+    std::int64_t start = s.started_at_ms;
+    std::int64_t end = s.finished_at_ms;
     std::string time = start ? FormatElapsed((end ? end : start) - start) : "-";
-    std::string detail = Str(s, "reason");
-    if (Str(s, "phase") == "on_failure") detail = "(on_failure) " + detail;
-    std::printf("%-24s %-10s %-8lld %-8s %s\n", Str(s, "id").c_str(), Str(s, "state").c_str(),
-                static_cast<long long>(Int(s, "attempts")), time.c_str(), detail.c_str());
+    std::string detail = s.reason;
+    if (s.phase == "on_failure") detail = "(on_failure) " + detail;
+    std::printf("%-24s %-10s %-8lld %-8s %s\n", s.id.c_str(), s.state.c_str(),
+                static_cast<long long>(s.attempts), time.c_str(), detail.c_str());
   }
   std::fflush(stdout);
 }
@@ -91,16 +92,94 @@ int Validate(const std::vector<std::string>& plans, const std::vector<std::strin
   return bad ? kExitUsage : kExitOk;
 }
 
-}  // namespace
+// `apply`: the plan is checked here first, then sent with its variables; prints the run id.
+int ApplyPlan(const std::string& socket_path, const std::string& path,
+              const std::vector<std::string>& var_args, bool wait) {
+  auto vars = ParseVars(var_args);
+  std::string text = ReadPlan(path);
+  if (!ValidLocally(text, path, vars)) return kExitUsage;
+  Client client(socket_path);
+  json::object vars_json;
+  for (const auto& [k, v] : vars) vars_json[k] = v;
+  client.Send({{"op", "apply"}, {"plan_text", text}, {"plan_file", path}, {"vars", vars_json}});
+  json::object answer = client.Receive();
+  if (!answer["ok"].as_bool()) {
+    if (const json::value* d = answer.if_contains("diagnostics"))
+      for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
+    Client::Refused(answer);
+  }
+  std::string id = Str(answer, "run");
+  std::cout << id << std::endl;
+  return wait ? FollowPlain(client, id, false) : kExitOk;
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"deployctl: control deployd, the deployment daemon"};
-  app.require_subcommand(1);
+int DryRun(const std::string& socket_path, const std::string& path,
+           const std::vector<std::string>& var_args, bool json_out) {
+  auto vars = ParseVars(var_args);
+  std::string text = ReadPlan(path);
+  if (!ValidLocally(text, path, vars)) return kExitUsage;
+  Client client(socket_path);
+  return PlanDryRun(client, path, text, vars, json_out);
+}
+
+// `watch --json`: the follow stream's lines as they come.
+int WatchJson(Client& client, const std::string& run_id) {
+  client.Send({{"op", "follow"}, {"run", run_id}});
+  for (;;) {
+    json::object line = client.Receive();
+    if (IsRefusal(line)) Client::Refused(line);
+    std::cout << json::serialize(line) << std::endl;
+    if (LineType(line) == "end") return ExitFor(LineRun(line).state);
+  }
+}
+
+int ListRuns(Client& client, bool json_out) {
+  json::object answer = client.Call({{"op", "runs"}});
+  if (json_out) {
+    std::cout << json::serialize(answer["runs"]) << "\n";
+    return kExitOk;
+  }
+  std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
+  for (const auto& rv : answer["runs"].as_array()) {
+    WireRun r = DecodeRun(rv.as_object());
+    std::printf("%-28s %-20s %-10s %-20s %s\n", r.id.c_str(), r.plan.c_str(), r.state.c_str(),
+                Clock(r.created_at_ms).c_str(), r.reason.c_str());
+  }
+  return kExitOk;
+}
+
+int ShowStatus(Client& client, const std::string& run_id, bool json_out) {
+  json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
+  const json::object& run_json = answer["run"].as_object();
+  WireRun run = DecodeRun(run_json);
+  if (json_out) {
+    std::cout << json::serialize(run_json) << "\n";
+  } else {
+    PrintRun(run);
+  }
+  return ExitFor(run.state);
+}
+
+int ShowLogs(Client& client, const std::string& run_id, const std::string& step_id, bool json_out) {
+  json::object request{{"op", "logs"}, {"run", run_id}};
+  if (!step_id.empty()) request["step"] = step_id;
+  json::object answer = client.Call(request);
+  if (json_out) {
+    std::cout << json::serialize(answer["logs"]) << "\n";
+    return kExitOk;
+  }
+  const auto& entries = answer["logs"].as_array();
+  for (const auto& ev : entries) {
+    const json::object& e = ev.as_object();
+    if (step_id.empty()) std::cout << "==> " << Str(e, "step") << " <==\n";
+    std::cout << Str(e, "text");
+  }
+  return kExitOk;
+}
+
+// The command line: the verb chosen and what was given with it.
+struct Args {
   std::string socket_path;
-  app.add_option("--socket", socket_path,
-                 "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
-  app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
-
   std::vector<std::string> plans;
   std::vector<std::string> var_args;
   std::string run_id;
@@ -108,67 +187,145 @@ int main(int argc, char** argv) {
   bool json_out = false;
   bool wait = false;
   bool follow = false;
+};
 
-  auto* validate = app.add_subcommand("validate", "check plans without running them (offline)");
-  validate->add_option("plan", plans, "plan files")->required();
-  validate->add_option("--var", var_args, "NAME=VALUE override");
+struct Verbs {
+  CLI::App* validate;
+  CLI::App* apply;
+  CLI::App* plan;
+  CLI::App* runs;
+  CLI::App* status;
+  CLI::App* watch;
+  CLI::App* logs;
+  CLI::App* why;
+  CLI::App* cancel;
+  CLI::App* retry;
+  CLI::App* skip;
+  CLI::App* pause;
+  CLI::App* resume;
+  CLI::App* approve;
+};
 
-  auto* apply = app.add_subcommand("apply", "start a run of a plan; prints the run id first");
-  apply->add_option("plan", plans, "plan file")->required()->expected(1);
-  apply->add_option("--var", var_args, "NAME=VALUE override");
-  apply->add_flag("--wait", wait, "show progress until the run ends; exit 1 if it fails");
+Verbs DefineVerbs(CLI::App& app, Args& a) {
+  Verbs v;
+  v.validate = app.add_subcommand("validate", "check plans without running them (offline)");
+  v.validate->add_option("plan", a.plans, "plan files")->required();
+  v.validate->add_option("--var", a.var_args, "NAME=VALUE override");
 
-  auto* plan = app.add_subcommand(
+  v.apply = app.add_subcommand("apply", "start a run of a plan; prints the run id first");
+  v.apply->add_option("plan", a.plans, "plan file")->required()->expected(1);
+  v.apply->add_option("--var", a.var_args, "NAME=VALUE override");
+  v.apply->add_flag("--wait", a.wait, "show progress until the run ends; exit 1 if it fails");
+
+  v.plan = app.add_subcommand(
       "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
-  plan->add_option("plan", plans, "plan file")->required()->expected(1);
-  plan->add_option("--var", var_args, "NAME=VALUE override");
-  plan->add_flag("--json", json_out, "print one JSON object");
+  v.plan->add_option("plan", a.plans, "plan file")->required()->expected(1);
+  v.plan->add_option("--var", a.var_args, "NAME=VALUE override");
+  v.plan->add_flag("--json", a.json_out, "print one JSON object");
 
-  auto* runs = app.add_subcommand("runs", "list runs, newest first");
-  runs->add_flag("--json", json_out, "print a JSON array");
+  v.runs = app.add_subcommand("runs", "list runs, newest first");
+  v.runs->add_flag("--json", a.json_out, "print a JSON array");
 
-  auto* status = app.add_subcommand("status", "show a run and its steps");
-  status->add_option("run", run_id)->required();
-  status->add_flag("--json", json_out, "print one JSON object");
+  v.status = app.add_subcommand("status", "show a run and its steps");
+  v.status->add_option("run", a.run_id)->required();
+  v.status->add_flag("--json", a.json_out, "print one JSON object");
 
-  auto* watch = app.add_subcommand("watch", "show a run live until it ends");
-  watch->add_option("run", run_id)->required();
-  watch->add_flag("--json", json_out, "print the follow stream: one JSON object per line");
+  v.watch = app.add_subcommand("watch", "show a run live until it ends");
+  v.watch->add_option("run", a.run_id)->required();
+  v.watch->add_flag("--json", a.json_out, "print the follow stream: one JSON object per line");
 
-  auto* logs = app.add_subcommand("logs", "print the output of a run's steps");
-  logs->add_option("run", run_id)->required();
-  logs->add_option("step", step_id);
-  logs->add_flag("-f,--follow", follow,
-                 "print STEP's output as it grows, until the step has ended");
-  logs->add_flag("--json", json_out, "print JSON");
+  v.logs = app.add_subcommand("logs", "print the output of a run's steps");
+  v.logs->add_option("run", a.run_id)->required();
+  v.logs->add_option("step", a.step_id);
+  v.logs->add_flag("-f,--follow", a.follow,
+                   "print STEP's output as it grows, until the step has ended");
+  v.logs->add_flag("--json", a.json_out, "print JSON");
 
-  auto* why = app.add_subcommand("why", "show the evidence of a failed run");
-  why->add_option("run", run_id)->required();
-  why->add_flag("--json", json_out, "print one JSON object");
+  v.why = app.add_subcommand("why", "show the evidence of a failed run");
+  v.why->add_option("run", a.run_id)->required();
+  v.why->add_flag("--json", a.json_out, "print one JSON object");
 
-  auto* cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
-  cancel->add_option("run", run_id)->required();
+  v.cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
+  v.cancel->add_option("run", a.run_id)->required();
 
-  auto* retry = app.add_subcommand("retry", "run a failed or cancelled run again from a step");
-  retry->add_option("run", run_id)->required();
-  retry->add_option("step", step_id, "default: the step that failed");
-  retry->add_flag("--wait", wait, "show progress until the run ends");
+  v.retry = app.add_subcommand("retry", "run a failed or cancelled run again from a step");
+  v.retry->add_option("run", a.run_id)->required();
+  v.retry->add_option("step", a.step_id, "default: the step that failed");
+  v.retry->add_flag("--wait", a.wait, "show progress until the run ends");
 
-  auto* skip = app.add_subcommand("skip", "mark a step skipped and let its run go on");
-  skip->add_option("run", run_id)->required();
-  skip->add_option("step", step_id)->required();
-  skip->add_flag("--wait", wait, "show progress until the run ends");
+  v.skip = app.add_subcommand("skip", "mark a step skipped and let its run go on");
+  v.skip->add_option("run", a.run_id)->required();
+  v.skip->add_option("step", a.step_id)->required();
+  v.skip->add_flag("--wait", a.wait, "show progress until the run ends");
 
-  auto* pause = app.add_subcommand("pause", "start no new step until resumed");
-  pause->add_option("run", run_id)->required();
+  v.pause = app.add_subcommand("pause", "start no new step until resumed");
+  v.pause->add_option("run", a.run_id)->required();
 
-  auto* resume = app.add_subcommand("resume", "let a paused run go on");
-  resume->add_option("run", run_id)->required();
+  v.resume = app.add_subcommand("resume", "let a paused run go on");
+  v.resume->add_option("run", a.run_id)->required();
 
-  auto* approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
-  approve->add_option("run", run_id)->required();
-  approve->add_option("step", step_id)->required();
+  v.approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
+  v.approve->add_option("run", a.run_id)->required();
+  v.approve->add_option("step", a.step_id)->required();
+  return v;
+}
 
+// The verbs that talk to a running daemon over one connection.
+int RunClientVerb(const Verbs& v, const Args& a) {
+  Client client(a.socket_path);
+  const std::string& run_id = a.run_id;
+  const std::string& step_id = a.step_id;
+  if (*v.watch) return a.json_out ? WatchJson(client, run_id) : WatchRun(client, run_id);
+  if (*v.why) return Why(client, run_id, a.json_out);
+  if (*v.pause) {
+    client.Call({{"op", "pause"}, {"run", run_id}});
+    std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
+              << "until `deployctl resume " << run_id << "`\n";
+    return kExitOk;
+  }
+  if (*v.resume) {
+    client.Call({{"op", "resume"}, {"run", run_id}});
+    std::cout << "run " << run_id << " resumed\n";
+    return kExitOk;
+  }
+  if (*v.approve) {
+    client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
+    std::cout << "step " << step_id << " of run " << run_id << " approved\n";
+    return kExitOk;
+  }
+  if (*v.runs) return ListRuns(client, a.json_out);
+  if (*v.status) return ShowStatus(client, run_id, a.json_out);
+  if (*v.logs && a.follow) {
+    if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
+    if (a.json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
+    return LogsFollow(client, run_id, step_id);
+  }
+  if (*v.logs) return ShowLogs(client, run_id, step_id, a.json_out);
+  if (*v.cancel) {
+    client.Call({{"op", "cancel"}, {"run", run_id}});
+    std::cout << "run " << run_id << " cancelled\n";
+    return kExitOk;
+  }
+  if (*v.retry || *v.skip) {
+    json::object request{{"op", *v.retry ? "retry" : "skip"}, {"run", run_id}};
+    if (!step_id.empty()) request["step"] = step_id;
+    client.Call(request);
+    std::cout << "run " << run_id << " resumed\n";
+    return a.wait ? FollowPlain(client, run_id, false) : kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"deployctl: control deployd, the deployment daemon"};
+  app.require_subcommand(1);
+  Args args;
+  app.add_option("--socket", args.socket_path,
+                 "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
+  app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
+  Verbs verbs = DefineVerbs(app, args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -176,129 +333,18 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
-  if (socket_path.empty()) {
+  if (args.socket_path.empty()) {
     const char* env = std::getenv("DEPLOYD_SOCKET");
-    socket_path = env && *env ? env : DefaultSocketPath();
+    args.socket_path = env && *env ? env : DefaultSocketPath();
   }
 
   try {
-    if (*validate) return Validate(plans, var_args);
-    if (*apply) {
-      auto vars = ParseVars(var_args);
-      std::string text = ReadPlan(plans[0]);
-      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
-      Client client(socket_path);
-      json::object vars_json;
-      for (const auto& [k, v] : vars) vars_json[k] = v;
-      client.Send(
-          {{"op", "apply"}, {"plan_text", text}, {"plan_file", plans[0]}, {"vars", vars_json}});
-      json::object answer = client.Receive();
-      if (!answer["ok"].as_bool()) {
-        if (const json::value* d = answer.if_contains("diagnostics"))
-          for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
-        Client::Refused(answer);
-      }
-      std::string id = Str(answer, "run");
-      std::cout << id << std::endl;
-      return wait ? FollowPlain(client, id, false) : kExitOk;
-    }
-    if (*plan) {
-      auto vars = ParseVars(var_args);
-      std::string text = ReadPlan(plans[0]);
-      if (!ValidLocally(text, plans[0], vars)) return kExitUsage;
-      Client client(socket_path);
-      return PlanDryRun(client, plans[0], text, vars, json_out);
-    }
-    Client client(socket_path);
-    if (*watch) {
-      if (!json_out) return WatchRun(client, run_id);
-      client.Send({{"op", "follow"}, {"run", run_id}});
-      for (;;) {
-        json::object line = client.Receive();
-        if (line.contains("ok") && !line["ok"].as_bool()) Client::Refused(line);
-        std::cout << json::serialize(line) << std::endl;
-        if (Str(line, "type") == "end") return ExitFor(line["run"].as_object());
-      }
-    }
-    if (*why) return Why(client, run_id, json_out);
-    if (*pause) {
-      client.Call({{"op", "pause"}, {"run", run_id}});
-      std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
-                << "until `deployctl resume " << run_id << "`\n";
-      return kExitOk;
-    }
-    if (*resume) {
-      client.Call({{"op", "resume"}, {"run", run_id}});
-      std::cout << "run " << run_id << " resumed\n";
-      return kExitOk;
-    }
-    if (*approve) {
-      client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
-      std::cout << "step " << step_id << " of run " << run_id << " approved\n";
-      return kExitOk;
-    }
-    if (*runs) {
-      json::object answer = client.Call({{"op", "runs"}});
-      if (json_out) {
-        std::cout << json::serialize(answer["runs"]) << "\n";
-        return kExitOk;
-      }
-      std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
-      for (const auto& rv : answer["runs"].as_array()) {
-        const json::object& r = rv.as_object();
-        std::printf("%-28s %-20s %-10s %-20s %s\n", Str(r, "id").c_str(), Str(r, "plan").c_str(),
-                    Str(r, "state").c_str(), Clock(Int(r, "created_at_ms")).c_str(),
-                    Str(r, "reason").c_str());
-      }
-      return kExitOk;
-    }
-    if (*status) {
-      json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
-      const json::object& run = answer["run"].as_object();
-      if (json_out) {
-        std::cout << json::serialize(run) << "\n";
-      } else {
-        PrintRun(run);
-      }
-      std::string state = Str(run, "state");
-      return state == "failed" || state == "cancelled" ? kExitRunFailed : kExitOk;
-    }
-    if (*logs && follow) {
-      if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
-      if (json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
-      return LogsFollow(client, run_id, step_id);
-    }
-    if (*logs) {
-      json::object request{{"op", "logs"}, {"run", run_id}};
-      if (!step_id.empty()) request["step"] = step_id;
-      json::object answer = client.Call(request);
-      if (json_out) {
-        std::cout << json::serialize(answer["logs"]) << "\n";
-        return kExitOk;
-      }
-      const auto& entries = answer["logs"].as_array();
-      for (const auto& ev : entries) {
-        const json::object& e = ev.as_object();
-        if (step_id.empty()) std::cout << "==> " << Str(e, "step") << " <==\n";
-        std::cout << Str(e, "text");
-      }
-      return kExitOk;
-    }
-    if (*cancel) {
-      client.Call({{"op", "cancel"}, {"run", run_id}});
-      std::cout << "run " << run_id << " cancelled\n";
-      return kExitOk;
-    }
-    if (*retry || *skip) {
-      json::object request{{"op", *retry ? "retry" : "skip"}, {"run", run_id}};
-      if (!step_id.empty()) request["step"] = step_id;
-      client.Call(request);
-      std::cout << "run " << run_id << " resumed\n";
-      return wait ? FollowPlain(client, run_id, false) : kExitOk;
-    }
+    if (*verbs.validate) return Validate(args.plans, args.var_args);
+    if (*verbs.apply) return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait);
+    if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);
+    return RunClientVerb(verbs, args);
   } catch (const Exit& e) {
     std::cerr << "deployctl: error: " << e.message << "\n";
     return e.code;
   }
-  return kExitUsage;
 }

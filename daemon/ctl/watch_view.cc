@@ -19,29 +19,6 @@ constexpr int kBarWidth = 22;
 constexpr double kEpsilon = 1e-9;
 constexpr size_t kMaxStepColumn = 24;
 
-std::string Str(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
-
-std::int64_t Int(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v) return 0;
-  if (v->is_int64()) return v->as_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->as_uint64());
-  if (v->is_double()) return static_cast<std::int64_t>(v->as_double());
-  return 0;
-}
-
-std::optional<double> Number(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v) return std::nullopt;
-  if (v->is_int64()) return static_cast<double>(v->as_int64());
-  if (v->is_uint64()) return static_cast<double>(v->as_uint64());
-  if (v->is_double()) return v->as_double();
-  return std::nullopt;
-}
-
 bool IsTerminalStep(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "skipped" || state == "cancelled";
 }
@@ -78,7 +55,7 @@ std::string Count(double n) {
   return std::to_string(static_cast<long long>(n));
 }
 
-std::optional<double> FractionOf(const StepProgress& p) {
+std::optional<double> FractionOf(const WireProgress& p) {
   if (p.fraction) return std::clamp(*p.fraction, 0.0, 1.0);
   if (p.bytes && p.total_bytes && *p.total_bytes > 0)
     return std::clamp(*p.bytes / *p.total_bytes, 0.0, 1.0);
@@ -89,6 +66,31 @@ std::string StepTime(const StepView& s, std::int64_t now_ms) {
   if (!s.started_at_ms) return "";
   std::int64_t end = s.finished_at_ms ? s.finished_at_ms : now_ms;
   return FormatElapsed(std::max<std::int64_t>(0, end - s.started_at_ms));
+}
+
+// A committed transition: the run's state, or one step's.
+void ApplyEvent(RunView& view, const WireEvent& event) {
+  if (event.kind == "run.state") {
+    view.state = event.state;
+    view.reason = event.detail;
+    view.finished_at_ms = IsTerminalRun(event.state) ? event.at_ms : 0;
+    return;
+  }
+  auto step = std::find_if(view.steps.begin(), view.steps.end(),
+                           [&](const StepView& s) { return s.id == event.step; });
+  if (event.kind != "step.state" || step == view.steps.end()) return;
+  if (event.state == "pending" && event.attempt == 0) {
+    // Reset for a retry by the operator: the step starts afresh.
+    step->started_at_ms = 0;
+    step->progress.reset();
+  }
+  if (event.attempt) step->attempts = *event.attempt;
+  if (!step->started_at_ms && (event.state == "running" || event.state == "waiting")) {
+    step->started_at_ms = event.at_ms;
+  }
+  step->state = event.state;
+  step->detail = event.detail;
+  step->finished_at_ms = IsTerminalStep(event.state) ? event.at_ms : 0;
 }
 
 }  // namespace
@@ -130,21 +132,7 @@ std::string ProgressBar(double fraction, int width) {
   return "[" + std::string(filled, '#') + std::string(inner - filled, '-') + "]";
 }
 
-StepProgress ProgressFromJson(const json::object& o) {
-  StepProgress p;
-  p.bytes = Number(o, "bytes");
-  p.total_bytes = Number(o, "total_bytes");
-  p.fraction = Number(o, "fraction");
-  p.rate_bps = Number(o, "rate_bps");
-  p.eta_s = Number(o, "eta_s");
-  p.done = Number(o, "done");
-  p.total = Number(o, "total");
-  p.last_progress_at_ms = Int(o, "last_progress_at_ms");
-  p.at_ms = Int(o, "at_ms");
-  return p;
-}
-
-std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms) {
+std::string DescribeProgress(const WireProgress& p, std::int64_t now_ms) {
   std::string head;
   std::optional<double> fraction = FractionOf(p);
   if (fraction)
@@ -168,39 +156,34 @@ std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms) {
   return text;
 }
 
-RunView RunViewFromJson(const json::object& run) {
+RunView RunViewOf(const WireRun& run) {
   RunView view;
-  view.id = Str(run, "id");
-  view.plan = Str(run, "plan");
-  view.state = Str(run, "state");
-  view.reason = Str(run, "reason");
-  view.created_at_ms = Int(run, "created_at_ms");
-  view.finished_at_ms = Int(run, "finished_at_ms");
-  if (const json::value* steps = run.if_contains("steps"); steps && steps->is_array()) {
-    for (const json::value& sv : steps->as_array()) {
-      if (!sv.is_object()) continue;
-      const json::object& s = sv.as_object();
-      StepView step;
-      step.id = Str(s, "id");
-      step.phase = Str(s, "phase");
-      step.state = Str(s, "state");
-      step.attempts = Int(s, "attempts");
-      step.started_at_ms = Int(s, "started_at_ms");
-      step.finished_at_ms = Int(s, "finished_at_ms");
-      step.detail = Str(s, "reason");
-      if (const json::value* p = s.if_contains("progress"); p && p->is_object())
-        step.progress = ProgressFromJson(p->as_object());
-      view.steps.push_back(std::move(step));
-    }
+  view.id = run.id;
+  view.plan = run.plan;
+  view.state = run.state;
+  view.reason = run.reason;
+  view.created_at_ms = run.created_at_ms;
+  view.finished_at_ms = run.finished_at_ms;
+  for (const WireStep& s : run.steps) {
+    StepView step;
+    step.id = s.id;
+    step.phase = s.phase;
+    step.state = s.state;
+    step.attempts = s.attempts;
+    step.started_at_ms = s.started_at_ms;
+    step.finished_at_ms = s.finished_at_ms;
+    step.detail = s.reason;
+    step.progress = s.progress;
+    view.steps.push_back(std::move(step));
   }
   return view;
 }
 
 void ApplyFollowLine(RunView& view, const json::object& line) {
-  std::string type = Str(line, "type");
+  std::string type = LineType(line);
   if (type == "snapshot" || type == "end") {
     if (const json::value* run = line.if_contains("run"); run && run->is_object()) {
-      RunView fresh = RunViewFromJson(run->as_object());
+      RunView fresh = RunViewOf(DecodeRun(run->as_object()));
       // The status JSON may not carry progress; keep the last sample seen on the stream.
       for (StepView& step : fresh.steps) {
         for (const StepView& old : view.steps) {
@@ -212,36 +195,13 @@ void ApplyFollowLine(RunView& view, const json::object& line) {
     if (type == "end") view.ended = true;
     return;
   }
-  std::string step_id = Str(line, "step");
-  auto step = std::find_if(view.steps.begin(), view.steps.end(),
-                           [&](const StepView& s) { return s.id == step_id; });
   if (type == "progress") {
-    if (step != view.steps.end()) step->progress = ProgressFromJson(line);
+    std::string step_id = ProgressLineStep(line);
+    for (StepView& step : view.steps)
+      if (step.id == step_id) step.progress = DecodeProgress(line);
     return;
   }
-  if (type != "event") return;
-  std::string kind = Str(line, "kind");
-  std::string state = Str(line, "state");
-  std::int64_t at = Int(line, "at_ms");
-  if (kind == "run.state") {
-    view.state = state;
-    view.reason = Str(line, "detail");
-    view.finished_at_ms = IsTerminalRun(state) ? at : 0;
-    return;
-  }
-  if (kind != "step.state" || step == view.steps.end()) return;
-  if (state == "pending" && line.contains("attempt") && Int(line, "attempt") == 0) {
-    // Reset for a retry by the operator: the step starts afresh.
-    step->started_at_ms = 0;
-    step->progress.reset();
-  }
-  if (line.contains("attempt")) step->attempts = Int(line, "attempt");
-  if (!step->started_at_ms && (state == "running" || state == "waiting")) {
-    step->started_at_ms = at;
-  }
-  step->state = state;
-  step->detail = Str(line, "detail");
-  step->finished_at_ms = IsTerminalStep(state) ? at : 0;
+  if (type == "event") ApplyEvent(view, DecodeEvent(line));
 }
 
 bool IsLive(const RunView& view) { return !view.ended && !IsTerminalRun(view.state); }
@@ -322,19 +282,17 @@ std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms,
   return lines;
 }
 
-std::string FormatEventLine(const json::object& event, std::int64_t origin_ms) {
-  std::string step = Str(event, "step");
-  std::string state = Str(event, "state");
-  std::string kind = Str(event, "kind");
-  if (kind == "run.preflight") state = "preflight";
-  if (kind == "run.created") state = "created";
+std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms) {
+  std::string state = event.state;
+  if (event.kind == "run.preflight") state = "preflight";
+  if (event.kind == "run.created") state = "created";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(Int(event, "at_ms") - origin_ms).c_str());
-  return buf + Pad(step.empty() ? "run" : step, 24) + " " + Pad(state, 10) + " " +
-         Str(event, "detail");
+  std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(event.at_ms - origin_ms).c_str());
+  return buf + Pad(event.step.empty() ? "run" : event.step, 24) + " " + Pad(state, 10) + " " +
+         event.detail;
 }
 
-std::string FormatProgressLine(const std::string& step, const StepProgress& progress,
+std::string FormatProgressLine(const std::string& step, const WireProgress& progress,
                                std::int64_t at_ms, std::int64_t origin_ms) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(at_ms - origin_ms).c_str());

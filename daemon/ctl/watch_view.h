@@ -2,9 +2,10 @@
 // text. No I/O, no clock (the time is an argument), no escape codes: the caller decides how
 // the lines reach the screen (redrawn in place on a terminal, or printed once each).
 //
-// A RunView is built from a run's status JSON (the `follow` stream's snapshot) and kept up to
-// date with the stream's lines: {"type": "event"} (committed transitions), {"type":
-// "progress"} (a step's progress samples) and {"type": "end"} (the run's final record).
+// A RunView is built from a run as the wire carries it (protocol/run_wire.h: `status`, the
+// `follow` stream's snapshot) and kept up to date with the stream's lines
+// (protocol/follow_stream.h): {"type": "event"} (committed transitions), {"type": "progress"}
+// (a step's progress samples) and {"type": "end"} (the run's final record).
 #ifndef DEPLOYD_CTL_WATCH_VIEW_H_
 #define DEPLOYD_CTL_WATCH_VIEW_H_
 
@@ -14,20 +15,10 @@
 #include <string>
 #include <vector>
 
-namespace deployd {
+#include "protocol/follow_stream.h"
+#include "protocol/run_wire.h"
 
-// A step's progress as deployd measured it; every field may be unknown.
-struct StepProgress {
-  std::optional<double> bytes;        // done so far
-  std::optional<double> total_bytes;  // expected in all
-  std::optional<double> fraction;     // 0..1
-  std::optional<double> rate_bps;     // bytes per second, recently
-  std::optional<double> eta_s;        // seconds left at that rate
-  std::optional<double> done;         // N and M of the last progress line ("27/60")
-  std::optional<double> total;
-  std::int64_t last_progress_at_ms = 0;  // when it last moved; 0 = unknown
-  std::int64_t at_ms = 0;                // when these values were taken; 0 = unknown
-};
+namespace deployd {
 
 struct StepView {
   std::string id;
@@ -37,7 +28,7 @@ struct StepView {
   std::int64_t started_at_ms = 0;   // 0 = not started
   std::int64_t finished_at_ms = 0;  // 0 = not finished
   std::string detail;               // the latest reason or event detail
-  std::optional<StepProgress> progress;
+  std::optional<WireProgress> progress;
 };
 
 struct RunView {
@@ -51,8 +42,8 @@ struct RunView {
   bool ended = false;  // the stream's "end" line was seen
 };
 
-// From a run's status JSON (`status --json`, the snapshot's and the end line's "run").
-RunView RunViewFromJson(const boost::json::object& run);
+// From a run as `status`, the snapshot and the end line give it.
+RunView RunViewOf(const WireRun& run);
 // Applies one line of a follow stream; other lines are ignored.
 void ApplyFollowLine(RunView& view, const boost::json::object& line);
 // True while something can still change by itself (the run has not finished).
@@ -64,18 +55,17 @@ bool IsLive(const RunView& view);
 std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms, int width,
                                        int height);
 
-// One line of a plain (non-terminal) follow: "[    0.1s] fetch                    running attempt
-// 1".
-std::string FormatEventLine(const boost::json::object& event, std::int64_t origin_ms);
+// One line of a plain (non-terminal) follow:
+// "[    0.1s] fetch                    running    attempt 1".
+std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms);
 // "[   12.0s] download                 progress   42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s"
-std::string FormatProgressLine(const std::string& step, const StepProgress& progress,
+std::string FormatProgressLine(const std::string& step, const WireProgress& progress,
                                std::int64_t at_ms, std::int64_t origin_ms);
 
 // The pieces, exposed for tests.
-StepProgress ProgressFromJson(const boost::json::object& o);
 // "42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s" (what is known, in that order); with
 // `now_ms` past last_progress_at_ms by 30s or more, ", no progress for 1m05s" is added.
-std::string DescribeProgress(const StepProgress& p, std::int64_t now_ms);
+std::string DescribeProgress(const WireProgress& p, std::int64_t now_ms);
 // "[#########-----------]": `width` characters in all, brackets included.
 std::string ProgressBar(double fraction, int width);
 std::string FormatBytes(double bytes);  // "512B", "1.5KiB", "45.0MiB", "2.9GiB"

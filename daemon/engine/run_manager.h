@@ -4,13 +4,21 @@
 //
 // How it works: steps run strictly in plan order, one at a time per run. Advance() finds the
 // run's first step that is not finished and starts it; every completion (a child's exit, a
-// check's answer, a timer) comes back as a StepEvent through Dispatch(), which commits the
-// transition, tells the listeners, runs the effects and, when the step has finished, calls
-// Advance() again. When a main step fails, the plan's on_failure steps run and the run fails.
+// check's answer, a timer) comes back as a StepEvent through Dispatch(), which decides the
+// step's next record without I/O (step_update.h), commits it, tells the followers, runs the
+// effects and, when the step has finished, calls Advance() again. When a main step fails, the
+// plan's on_failure steps run and the run fails.
 //
 // Every asynchronous completion carries the step's generation; a completion from an earlier
 // attempt (a child killed by a timeout that exits later, say) is recognised and dropped.
 // One thread: everything runs on the io_context given at construction.
+//
+// The member functions live in one file per concept: run_manager.cc (the run's lifecycle and
+// scheduling, recovery at start), step_dispatch.cc (events → commit → effects),
+// action_launch.cc (foreground actions and `deployd --action` built-ins), step_output.cc
+// (fail_on, the journal, progress), background_attach.cc (background actions under their
+// supervisor, also after a restart), operator_commands.cc (cancel, pause, resume, retry, skip,
+// approve) and run_events.cc (what followers are told).
 #ifndef DEPLOYD_ENGINE_RUN_MANAGER_H_
 #define DEPLOYD_ENGINE_RUN_MANAGER_H_
 
@@ -27,12 +35,20 @@
 
 #include "deployd/plan.h"
 #include "deployd/status.h"
+#include "engine/alive_actions.h"
+#include "engine/run_followers.h"
 #include "engine/step_machine.h"
+#include "engine/step_update.h"
+#include "protocol/run_wire.h"
 #include "store/run_store.h"
 
 namespace deployd {
 
 struct ActionEnd;
+struct ActiveRun;
+struct CheckOutcome;
+struct ExitStatus;
+struct SpawnOptions;
 
 struct RunManagerOptions {
   std::string state_dir;  // logs go to STATE_DIR/logs/RUN/STEP.log
@@ -80,15 +96,16 @@ class RunManager {
   Status Pause(const std::string& run_id);
   Status Resume(const std::string& run_id);
 
-  // Live view of one run: called with each committed event, as EventToJson() gives it (seq is
-  // 0: the store numbers events) plus "attempt".
-  using Listener = std::function<void(const boost::json::object& event)>;
+  // Live view of one run: called with each committed event as a follow stream's event line
+  // (protocol/follow_stream.h; seq is 0: the store numbers events; with "attempt"), and with
+  // each progress line of its steps.
+  using Listener = RunFollowers::Listener;
   std::uint64_t Subscribe(const std::string& run_id, Listener listener);
   void Unsubscribe(std::uint64_t token);
 
-  // Adds "progress" (ProgressToJson) to each step of `run_json` (RunToJson's shape) that is
-  // being watched right now. Progress is observation, not state: it is never stored.
-  void AddProgress(boost::json::object& run_json) const;
+  // Sets the progress of each step of `run` that is being watched right now. Progress is
+  // observation, not state: it is never stored.
+  void AddProgress(WireRun& run) const;
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
   // Where the supervisor of a background step's attempt records its action (supervisor.h).
@@ -103,70 +120,73 @@ class RunManager {
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
-  struct ActiveRun;
-
  private:
-  struct EventInfo;
-  // Which generation an asynchronous completion belongs to (see the class comment).
-  enum class Source { kOperator, kAction, kChecks, kTimer };
-
+  // run_manager.cc
   ActiveRun* Find(const std::string& run_id);
   Result<ActiveRun*> Activate(const RunRecord& record);
+  // The steps a restart interrupted are recovered (or reattached), then the run goes on.
+  void ResumeAfterRestart(ActiveRun& run);
   void Start(ActiveRun& run);
-  void Advance(ActiveRun& run);
   void RunPreflight(ActiveRun& run);
+  void OnPreflight(const std::string& run_id, const CheckOutcome& outcome);
+  void Advance(ActiveRun& run);
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
               const std::string& evidence);
   void ForgetOldRuns();
-  void Dispatch(std::string run_id, size_t index, StepEvent event, EventInfo info, Source source,
-                int generation);
+  bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
+                      const std::string& evidence);
+  // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
+  // restart between the step's commit and the run's). `changed`: the step just transitioned.
+  void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
+
+  // step_dispatch.cc
+  void Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
+                EventSource source, int generation);
+  void RunEffects(ActiveRun& run, size_t index, StepEvent event, const StepUpdate& update);
+  void ScheduleRetry(ActiveRun& run, size_t index, Duration delay);
+  void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
+  void StartChecks(ActiveRun& run, size_t index, bool skip_if);
+
+  // action_launch.cc
   void StartAction(ActiveRun& run, size_t index);
+  void OnActionExit(const std::string& run_id, size_t index, int gen, const ExitStatus& status);
+  void ArmTimeout(ActiveRun& run, size_t index, int gen);
   // The argv of the step's action: its command, or deployd itself running a built-in.
   std::vector<std::string> ActionArgv(const Step& step) const;
   // The step's secrets, read now (never stored): added to the action's environment.
   Result<std::map<std::string, std::string>> LoadSecrets(const ActiveRun& run, const Step& step);
+  void StopAction(ActiveRun& run, size_t index);
+
+  // step_output.cc
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire
   // until the step ends.
   void FollowJournal(ActiveRun& run, size_t index, int gen);
-  void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
-  void StartChecks(ActiveRun& run, size_t index, bool skip_if);
-  void StopAction(ActiveRun& run, size_t index);
-  void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
   void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
+  void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
+
+  // background_attach.cc
   void StartBackground(ActiveRun& run, size_t index, int gen);
   // `when` ends the reason, e.g. " (it ended while deployd was down)".
   void OnBackgroundEnd(const std::string& run_id, size_t index, int gen, const ActionEnd& end,
                        const std::string& when);
   void FollowBackgroundOutput(ActiveRun& run, size_t index, int gen, std::uint64_t offset);
   bool Reattach(ActiveRun& run, size_t index);
+
+  // operator_commands.cc
   // Re-opens a finished run from `from` on: failed or cancelled main steps and every
   // on_failure step become pending again, and the run is running.
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);
-  bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
-                      const std::string& evidence);
-  // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
-  // restart between the step's commit and the run's). `changed`: the step just transitioned.
-  void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
+
+  // run_events.cc
   void Notify(const std::string& run_id, const EventRecord& event, int attempt);
-  // Sends one line to the run's listeners as it is.
-  void NotifyLine(const std::string& run_id, const boost::json::object& line);
 
   boost::asio::any_io_executor ex_;
   RunStore& store_;
   RunManagerOptions options_;
   std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
-  std::map<std::uint64_t, std::pair<std::string, Listener>> listeners_;
-  std::uint64_t next_token_ = 1;
-  // Per "RUN/STEP": the action processes started and not yet exited, and who waits for none.
-  std::map<std::string, int> alive_actions_;
-  std::map<std::string, std::vector<std::function<void()>>> exit_waiters_;
+  RunFollowers followers_;
+  AliveActions alive_actions_;
 };
-
-// The binding JSON shape of a run (DESIGN.md §3): {"id", "plan", "state", "steps": [...], …}.
-boost::json::object RunToJson(const RunRecord& run);
-// One event line of a `follow` stream: {"type": "event", "run", "seq", "step", "kind", "state",
-// "detail", "at_ms"}.
-boost::json::object EventToJson(const std::string& run_id, const EventRecord& event);
 
 }  // namespace deployd
 

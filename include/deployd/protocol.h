@@ -21,7 +21,9 @@
 // `logs` with "follow" answers with a stream too: {"ok": true, "type": "start", "run", "step",
 // "path"}, {"type": "data", "text": …} as the step's output grows, and {"type": "end", "run",
 // "step", "state"} once the step has ended and its processes have exited.
-// A connection may carry several requests, one after the other.
+// A connection may carry several requests, one after the other. The JSON of runs, events and
+// stream lines is encoded and decoded in one place, daemon/protocol/ (run_wire.h,
+// follow_stream.h, answer.h), by deployd and deployctl alike.
 #ifndef DEPLOYD_PROTOCOL_H_
 #define DEPLOYD_PROTOCOL_H_
 

@@ -1,0 +1,216 @@
+#include "control/answer_streams.h"
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <utility>
+
+#include "engine/wire_records.h"
+#include "protocol/answer.h"
+#include "protocol/follow_stream.h"
+#include "util/log_follower.h"
+#include "util/utf8_text.h"
+
+namespace deployd {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::uintmax_t kMaxLogBytes = 1u << 20;  // the newest MiB of what is there
+
+const json::string* StringField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v ? v->if_string() : nullptr;
+}
+
+// `follow`: what happened before the client asked, then what happens next. One thread, so no
+// event falls between the two.
+class RunEventStream : public AnswerStream {
+ public:
+  RunEventStream(RequestContext& context, std::string run_id, std::function<void()> wake)
+      : runs_(context.runs),
+        store_(context.store),
+        run_id_(std::move(run_id)),
+        wake_(std::move(wake)) {}
+  ~RunEventStream() override {
+    if (token_) runs_.Unsubscribe(token_);
+  }
+
+  void Push(json::object line) { queue_.push_back(std::move(line)); }
+
+  // Events as they are committed; the run's final record once it has ended.
+  void Subscribe() {
+    token_ = runs_.Subscribe(run_id_, [this](const json::object& line) {
+      queue_.push_back(line);
+      WireEvent event = DecodeEvent(line);
+      if (event.kind == "run.state") {
+        auto s = ParseRunState(event.state);
+        if (s && IsTerminal(*s)) {
+          Result<std::optional<RunRecord>> final_run = store_.LoadRun(run_id_, true);
+          if (final_run.ok() && final_run.value())
+            queue_.push_back(EncodeEndLine(ToWire(*final_run.value())));
+        }
+      }
+      wake_();
+    });
+  }
+
+  std::deque<json::object> Take() override { return std::exchange(queue_, {}); }
+  bool Ready() const override { return !queue_.empty(); }
+
+ private:
+  RunManager& runs_;
+  RunStore& store_;
+  const std::string run_id_;
+  std::function<void()> wake_;
+  std::deque<json::object> queue_;
+  std::uint64_t token_ = 0;
+};
+
+// `logs -f`: the log's bytes as they are written, cut only between characters, until the step
+// has ended and the processes of its actions have exited.
+class LogStream : public AnswerStream {
+ public:
+  // Shared with callbacks that may outlive the stream (a posted exit notice).
+  struct State {
+    std::deque<json::object> queue;
+    std::string partial;  // the first bytes of a character cut at the end of a piece
+    std::string state;
+    bool step_done = false;
+    bool exited = false;
+    std::shared_ptr<void> exit_watch;  // waiting for the step's processes; dropped with us
+  };
+
+  LogStream(RequestContext& context, std::string run_id, std::string step_id, StepState state,
+            std::function<void()> wake)
+      : runs_(context.runs),
+        run_id_(std::move(run_id)),
+        step_id_(std::move(step_id)),
+        wake_(std::move(wake)),
+        state_(std::make_shared<State>()) {
+    state_->state = ToString(state);
+  }
+  ~LogStream() override {
+    if (token_) runs_.Unsubscribe(token_);
+    if (follower_) follower_->Stop();
+  }
+
+  Status Start(boost::asio::any_io_executor ex, bool step_ended) {
+    std::string path = runs_.LogPath(run_id_, step_id_);
+    state_->queue.push_back(EncodeLogStart(run_id_, step_id_, path));
+    std::error_code size_error;
+    std::uintmax_t size = std::filesystem::file_size(path, size_error);
+    std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
+    Result<std::unique_ptr<LogFollower>> follower =
+        LogFollower::Start(ex, path, start, [state = state_, wake = wake_](std::string_view data) {
+          std::string text = state->partial + std::string(data);
+          size_t complete = CompleteUtf8Prefix(text);
+          state->partial = text.substr(complete);
+          text.resize(complete);
+          if (text.empty()) return;
+          state->queue.push_back(EncodeLogData(ValidUtf8(text)));
+          wake();
+        });
+    if (!follower.ok()) return follower.status();
+    follower_ = std::move(follower.value());
+    token_ = runs_.Subscribe(run_id_, [this](const json::object& line) { OnEvent(line); });
+    if (step_ended) StepEnded();
+    return Status::Ok();
+  }
+
+  std::deque<json::object> Take() override {
+    State& s = *state_;
+    if (s.step_done && s.exited) {
+      // The writers are gone: their last bytes may not have been announced yet.
+      follower_->CatchUp();
+      if (!s.partial.empty()) s.queue.push_back(EncodeLogData(ValidUtf8(s.partial)));
+      s.queue.push_back(EncodeLogEnd(run_id_, step_id_, s.state));
+      s.step_done = false;  // ends once the queue is sent
+    }
+    return std::exchange(s.queue, {});
+  }
+
+  bool Ready() const override {
+    return !state_->queue.empty() || (state_->step_done && state_->exited);
+  }
+
+ private:
+  void OnEvent(const json::object& line) {
+    WireEvent event = DecodeEvent(line);
+    if (event.kind != "step.state" || event.step != step_id_) return;
+    state_->state = event.state;
+    auto s = ParseStepState(event.state);
+    if (s && IsTerminal(*s) && !state_->step_done) StepEnded();
+    wake_();
+  }
+
+  void StepEnded() {
+    state_->step_done = true;
+    std::weak_ptr<State> weak = state_;
+    state_->exit_watch = runs_.WhenActionsExit(run_id_, step_id_, [weak, wake = wake_] {
+      if (auto s = weak.lock()) {
+        s->exited = true;
+        wake();
+      }
+    });
+  }
+
+  RunManager& runs_;
+  const std::string run_id_;
+  const std::string step_id_;
+  std::function<void()> wake_;
+  std::shared_ptr<State> state_;
+  std::unique_ptr<LogFollower> follower_;
+  std::uint64_t token_ = 0;
+};
+
+}  // namespace
+
+StreamAnswer FollowRun(RequestContext& context, const json::object& request,
+                       std::function<void()> wake) {
+  const json::string* run_field = StringField(request, "run");
+  if (!run_field) return ErrorAnswer("bad request: follow needs \"run\"");
+  std::string run_id(*run_field);
+  Result<std::optional<RunRecord>> loaded = context.store.LoadRun(run_id, true);
+  if (!loaded.ok()) return ErrorAnswer(loaded.status().message());
+  if (!loaded.value()) return ErrorAnswer("no run '" + run_id + "'");
+  const RunRecord& run = *loaded.value();
+
+  auto stream = std::make_unique<RunEventStream>(context, run_id, std::move(wake));
+  WireRun snapshot = ToWire(run);
+  context.runs.AddProgress(snapshot);
+  stream->Push(EncodeSnapshotLine(snapshot));
+  Result<std::vector<EventRecord>> past = context.store.Events(run_id);
+  if (!past.ok()) return ErrorAnswer(past.status().message());
+  for (const EventRecord& e : past.value()) stream->Push(EventToJson(run_id, e));
+  if (IsTerminal(run.state)) {
+    stream->Push(EncodeEndLine(ToWire(run)));
+  } else {
+    stream->Subscribe();
+  }
+  return stream;
+}
+
+StreamAnswer FollowLog(RequestContext& context, const json::object& request,
+                       boost::asio::any_io_executor ex, std::function<void()> wake) {
+  const json::string* run_field = StringField(request, "run");
+  const json::string* step_field = StringField(request, "step");
+  if (!run_field || !step_field)
+    return ErrorAnswer("bad request: following logs needs \"run\" and \"step\"");
+  std::string run_id(*run_field);
+  std::string step_id(*step_field);
+  Result<std::optional<RunRecord>> loaded = context.store.LoadRun(run_id, true);
+  if (!loaded.ok()) return ErrorAnswer(loaded.status().message());
+  if (!loaded.value()) return ErrorAnswer("no run '" + run_id + "'");
+  std::optional<StepState> state;
+  for (const StepRecord& s : loaded.value()->steps)
+    if (s.id == step_id) state = s.state;
+  if (!state) return ErrorAnswer("run " + run_id + " has no step '" + step_id + "'");
+
+  auto stream = std::make_unique<LogStream>(context, run_id, step_id, *state, std::move(wake));
+  if (Status s = stream->Start(std::move(ex), IsTerminal(*state)); !s.ok())
+    return ErrorAnswer(s.message());
+  return stream;
+}
+
+}  // namespace deployd

@@ -1,0 +1,224 @@
+#include "control/request_handlers.h"
+
+#include <boost/json.hpp>
+#include <fstream>
+
+#include "control/failure_report.h"
+#include "control/plan_preview.h"
+#include "deployd/protocol.h"
+#include "engine/wire_records.h"
+#include "protocol/answer.h"
+
+namespace deployd {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::uintmax_t kMaxLogBytes = 1u << 20;  // per file, per answer: the newest MiB
+
+const json::string* StringField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v ? v->if_string() : nullptr;
+}
+
+std::string ReadTail(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  std::streamoff start = size > static_cast<std::streamoff>(kMaxLogBytes)
+                             ? size - static_cast<std::streamoff>(kMaxLogBytes)
+                             : 0;
+  in.seekg(start);
+  std::string text(static_cast<size_t>(size - start), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (start > 0) text = "[… earlier output omitted …]\n" + text.substr(text.find('\n') + 1);
+  return text;
+}
+
+json::object StatusAnswer(const Status& s) {
+  return s.ok() ? OkAnswer() : ErrorAnswer(s.message());
+}
+
+// The ops that name a run, answered once "run" is there.
+bool NeedsRun(const std::string& op) {
+  return op == "status" || op == "logs" || op == "cancel" || op == "retry" || op == "skip" ||
+         op == "approve" || op == "pause" || op == "resume" || op == "why";
+}
+
+// The reads: status, why, logs, of a run that must be recorded.
+json::object AnswerRead(RequestContext& context, const std::string& op, const std::string& run,
+                        const json::string* step) {
+  Result<std::optional<RunRecord>> loaded = context.store.LoadRun(run, true);
+  if (!loaded.ok()) return ErrorAnswer(loaded.status().message());
+  if (!loaded.value()) return ErrorAnswer("no run '" + run + "'");
+  const RunRecord& record = *loaded.value();
+  if (op == "status") return HandleStatus(context, record);
+  if (op == "why") return HandleWhy(context, record);
+  return HandleLogs(context, record,
+                    step ? std::optional<std::string>(std::string(*step)) : std::nullopt);
+}
+
+}  // namespace
+
+Result<json::object> DecodeRequest(const std::string& line) {
+  boost::system::error_code ec;
+  json::value parsed = json::parse(line, ec);
+  if (ec || !parsed.is_object()) return Status::Error("bad request: not a JSON object");
+  json::object& req = parsed.as_object();
+  const json::value* v = req.if_contains("v");
+  if (!v || !v->is_int64()) return Status::Error("bad request: missing protocol version \"v\"");
+  if (v->as_int64() != kProtocolVersion)
+    return Status::Error("protocol version " + std::to_string(v->as_int64()) +
+                         " is not supported (deployd " + DEPLOYD_VERSION + " speaks " +
+                         std::to_string(kProtocolVersion) + ")");
+  if (!StringField(req, "op")) return Status::Error("bad request: missing \"op\"");
+  return std::move(req);
+}
+
+std::string RequestOp(const json::object& request) {
+  return std::string(*StringField(request, "op"));
+}
+
+Result<PlanSubmission> DecodePlanSubmission(const json::object& request, const std::string& op) {
+  PlanSubmission plan;
+  const json::string* text = StringField(request, "plan_text");
+  if (!text) return Status::Error("bad request: " + op + " needs \"plan_text\"");
+  plan.text = std::string(*text);
+  if (const json::string* file = StringField(request, "plan_file")) plan.file = std::string(*file);
+  if (const json::value* vars = request.if_contains("vars")) {
+    if (!vars->is_object()) return Status::Error("bad request: \"vars\" must be an object");
+    for (const auto& [k, v] : vars->as_object()) {
+      if (!v.is_string()) return Status::Error("bad request: variable values must be strings");
+      plan.vars[std::string(k)] = std::string(v.as_string());
+    }
+  }
+  return plan;
+}
+
+json::object Answer(RequestContext& context, const json::object& request) {
+  const std::string op = RequestOp(request);
+  if (op == "ping") return HandlePing();
+  if (op == "apply") return HandleApply(context, request);
+  if (op == "runs") return HandleRuns(context);
+  if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
+  const json::string* run_field = StringField(request, "run");
+  if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
+  const std::string run(*run_field);
+  const json::string* step = StringField(request, "step");
+  if (op == "cancel") return HandleCancel(context, run);
+  if (op == "pause") return HandlePause(context, run);
+  if (op == "resume") return HandleResume(context, run);
+  if (op == "retry") return HandleRetry(context, run, step ? std::string(*step) : "");
+  if ((op == "approve" || op == "skip") && !step)
+    return ErrorAnswer("bad request: " + op + " needs \"step\"");
+  if (op == "approve") return HandleApprove(context, run, std::string(*step));
+  if (op == "skip") return HandleSkip(context, run, std::string(*step));
+  return AnswerRead(context, op, run, step);
+}
+
+json::object HandlePing() {
+  json::object o = OkAnswer();
+  o["version"] = DEPLOYD_VERSION;
+  o["protocol"] = kProtocolVersion;
+  return o;
+}
+
+json::object HandleApply(RequestContext& context, const json::object& request) {
+  Result<PlanSubmission> plan = DecodePlanSubmission(request, "apply");
+  if (!plan.ok()) return ErrorAnswer(plan.status().message());
+  ApplyResult r = context.runs.Apply(plan->text, plan->file, plan->vars);
+  if (!r.status.ok()) {
+    json::object o = ErrorAnswer(r.status.message());
+    if (!r.diagnostics.empty()) {
+      json::array d;
+      for (const auto& s : r.diagnostics) d.emplace_back(s);
+      o["diagnostics"] = std::move(d);
+    }
+    return o;
+  }
+  json::object o = OkAnswer();
+  o["run"] = r.run_id;
+  return o;
+}
+
+json::object HandleRuns(RequestContext& context) {
+  Result<std::vector<RunRecord>> list = context.store.ListRuns(true);
+  if (!list.ok()) return ErrorAnswer(list.status().message());
+  json::array a;
+  for (const auto& r : list.value()) a.push_back(RunToJson(r));
+  json::object o = OkAnswer();
+  o["runs"] = std::move(a);
+  return o;
+}
+
+json::object HandleCancel(RequestContext& context, const std::string& run) {
+  return StatusAnswer(context.runs.Cancel(run));
+}
+
+json::object HandlePause(RequestContext& context, const std::string& run) {
+  return StatusAnswer(context.runs.Pause(run));
+}
+
+json::object HandleResume(RequestContext& context, const std::string& run) {
+  return StatusAnswer(context.runs.Resume(run));
+}
+
+json::object HandleApprove(RequestContext& context, const std::string& run,
+                           const std::string& step) {
+  return StatusAnswer(context.runs.Approve(run, step, context.peer));
+}
+
+json::object HandleRetry(RequestContext& context, const std::string& run, const std::string& step) {
+  return StatusAnswer(context.runs.Retry(run, step));
+}
+
+json::object HandleSkip(RequestContext& context, const std::string& run, const std::string& step) {
+  return StatusAnswer(context.runs.Skip(run, step));
+}
+
+json::object HandleStatus(RequestContext& context, const RunRecord& run) {
+  WireRun wire = ToWire(run);
+  context.runs.AddProgress(wire);
+  json::object o = OkAnswer();
+  o["run"] = EncodeRun(wire);
+  return o;
+}
+
+json::object HandleWhy(RequestContext& context, const RunRecord& run) {
+  Result<std::vector<EventRecord>> events = context.store.Events(run.id);
+  if (!events.ok()) return ErrorAnswer(events.status().message());
+  json::object o = OkAnswer();
+  o["why"] = FailureReport(run, events.value(), [&](const std::string& step) {
+    return context.runs.LogPath(run.id, step);
+  });
+  return o;
+}
+
+json::object HandleLogs(RequestContext& context, const RunRecord& run,
+                        const std::optional<std::string>& step) {
+  json::array logs;
+  bool found = false;
+  for (const StepRecord& s : run.steps) {
+    if (step && s.id != *step) continue;
+    found = true;
+    std::string path = context.runs.LogPath(run.id, s.id);
+    std::string text = ReadTail(path + ".1") + ReadTail(path);
+    if (step || !text.empty() || s.attempts > 0)
+      logs.push_back(json::object{{"step", s.id}, {"text", text}, {"path", path}});
+  }
+  if (!found) return ErrorAnswer("run " + run.id + " has no step '" + *step + "'");
+  json::object o = OkAnswer();
+  o["logs"] = std::move(logs);
+  return o;
+}
+
+asio::awaitable<json::object> HandlePlan(json::object request) {
+  Result<PlanSubmission> plan = DecodePlanSubmission(request, "plan");
+  if (!plan.ok()) co_return ErrorAnswer(plan.status().message());
+  co_return co_await PreviewPlan(plan->text, plan->file, plan->vars);
+}
+
+}  // namespace deployd

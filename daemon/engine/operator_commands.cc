@@ -1,0 +1,193 @@
+// RunManager: the operator's commands (deployctl cancel, pause, resume, retry, skip, approve).
+// Each is refused with a message for the operator when it makes no sense for the run as it
+// stands; otherwise it is an event for the steps (StepEvent::kCancel, kOperatorSkip, …) or a
+// new state for the run, committed like any other.
+#include <boost/asio/cancellation_signal.hpp>
+
+#include "engine/active_run.h"
+#include "engine/run_manager.h"
+
+namespace deployd {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// `refusal` ends the message for a run in any other state than failed or cancelled.
+Result<RunRecord> LoadFinished(RunStore& store, const std::string& run_id,
+                               const std::string& refusal) {
+  Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, true);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+  RunRecord record = *loaded.value();
+  if (record.state != RunState::kFailed && record.state != RunState::kCancelled)
+    return Status::Error("run " + run_id + " is " + std::string(ToString(record.state)) + "; " +
+                         refusal);
+  return record;
+}
+
+// Why an operator's request about a run that is not active is refused.
+Status NotActive(RunStore& store, const std::string& run_id, const std::string& refusal) {
+  Result<std::optional<RunRecord>> loaded = store.LoadRun(run_id, false);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+  return Status::Error("run " + run_id + " has already finished (" +
+                       std::string(ToString(loaded.value()->state)) + "); " + refusal);
+}
+
+std::optional<size_t> StepIndex(const RunRecord& record, const std::string& step_id) {
+  for (const auto& s : record.steps)
+    if (s.id == step_id) return s.index;
+  return std::nullopt;
+}
+
+Status NoStep(const std::string& run_id, const std::string& step_id) {
+  return Status::Error("run " + run_id + " has no step '" + step_id + "'");
+}
+
+StepEventInfo Because(std::string reason) {
+  StepEventInfo info;
+  info.reason = std::move(reason);
+  return info;
+}
+
+}  // namespace
+
+Status RunManager::Cancel(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) {
+    Result<std::optional<RunRecord>> loaded = store_.LoadRun(run_id, false);
+    if (!loaded.ok()) return loaded.status();
+    if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
+    return Status::Error("run " + run_id + " has already finished (" +
+                         std::string(ToString(loaded.value()->state)) + ")");
+  }
+  run->stopping = true;
+  if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
+  for (size_t i = 0; i < run->live.size(); ++i) {
+    if (IsTerminal(run->record.steps[i].state)) continue;
+    Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled by operator"),
+             EventSource::kOperator, 0);
+  }
+  run->stopping = false;
+  Finish(*run, RunState::kCancelled, "cancelled by operator", "");
+  return Status::Ok();
+}
+
+Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
+  for (size_t i = 0; i < run.live.size(); ++i) {
+    StepState s = run.record.steps[i].state;
+    bool reset = i >= run.main_count
+                     ? IsTerminal(s)
+                     : i >= from && (s == StepState::kFailed || s == StepState::kCancelled);
+    if (reset) Dispatch(run.record.id, i, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
+  }
+  run.preflight_done = false;  // the host may have changed: check again before acting
+  if (!CommitRunState(run, RunState::kRunning, why, "")) return Status::Error("cannot record");
+  Start(run);
+  return Status::Ok();
+}
+
+Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
+  if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
+  Result<RunRecord> record =
+      LoadFinished(store_, run_id, "only a failed or cancelled run can be retried");
+  if (!record.ok()) return record.status();
+  size_t from = 0;
+  if (!step_id.empty()) {
+    auto index = StepIndex(record.value(), step_id);
+    if (!index) return NoStep(run_id, step_id);
+    if (!IsTerminal(record->steps[*index].state))
+      return Status::Error("step " + step_id + " has not run yet");
+    from = *index;
+  }
+  Result<ActiveRun*> run = Activate(record.value());
+  if (!run.ok()) return run.status();
+  ActiveRun& r = *run.value();
+  if (!step_id.empty())
+    Dispatch(run_id, from, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
+  return Reopen(r, from, step_id.empty() ? "retry requested" : "retry from " + step_id);
+}
+
+Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
+  if (ActiveRun* run = Find(run_id)) {
+    auto index = StepIndex(run->record, step_id);
+    if (!index) return NoStep(run_id, step_id);
+    StepState s = run->record.steps[*index].state;
+    if (s != StepState::kPending && s != StepState::kWaiting)
+      return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
+                           "; only a step that has not started, or has failed, can be skipped");
+    Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
+             EventSource::kOperator, 0);
+    return Status::Ok();
+  }
+  Result<RunRecord> record = LoadFinished(
+      store_, run_id, "only steps of a running, failed or cancelled run can be skipped");
+  if (!record.ok()) return record.status();
+  auto index = StepIndex(record.value(), step_id);
+  if (!index) return NoStep(run_id, step_id);
+  StepState s = record->steps[*index].state;
+  if (s == StepState::kSucceeded || s == StepState::kSkipped)
+    return Status::Error("step " + step_id + " is already " + std::string(ToString(s)));
+  Result<ActiveRun*> run = Activate(record.value());
+  if (!run.ok()) return run.status();
+  Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
+           EventSource::kOperator, 0);
+  return Reopen(*run.value(), *index, "skipped " + step_id);
+}
+
+Status RunManager::Approve(const std::string& run_id, const std::string& step_id,
+                           const std::string& by) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "there is nothing to approve");
+  auto index = StepIndex(run->record, step_id);
+  if (!index) return NoStep(run_id, step_id);
+  if (!run->live[*index].def->approval)
+    return Status::Error("step " + step_id + " is not an approval step");
+  StepState s = run->record.steps[*index].state;
+  if (s != StepState::kWaiting)
+    return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
+                         ", not waiting for approval");
+  Dispatch(run_id, *index, StepEvent::kApprove, Because("approved by " + by),
+           EventSource::kOperator, 0);
+  return Status::Ok();
+}
+
+Status RunManager::Pause(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a running run can be paused");
+  const RunRecord& record = run->record;
+  if (record.state == RunState::kPaused)
+    return Status::Error("run " + run_id + " is already paused");
+  for (const StepRecord& s : record.steps) {
+    if (s.state == StepState::kWaiting)
+      return Status::Error("run " + run_id + " is waiting for approval of step " + s.id +
+                           "; nothing starts until it is approved");
+  }
+  std::string reason = "paused by operator";
+  for (size_t i = 0; i < record.steps.size(); ++i) {
+    const StepRecord& s = record.steps[i];
+    if (s.state == StepState::kRunning || s.state == StepState::kVerifying ||
+        (s.state == StepState::kPending && run->live[i].awaiting)) {
+      reason += "; step " + s.id + " finishes first";
+      break;
+    }
+  }
+  if (!CommitRunState(*run, RunState::kPaused, reason, "")) return Status::Error("cannot record");
+  return Status::Ok();
+}
+
+Status RunManager::Resume(const std::string& run_id) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return NotActive(store_, run_id, "only a paused run can be resumed");
+  if (run->record.state != RunState::kPaused)
+    return Status::Error("run " + run_id + " is not paused (it is " +
+                         std::string(ToString(run->record.state)) + ")");
+  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", ""))
+    return Status::Error("cannot record");
+  SyncWaiting(*run);  // a retry of an approval step may have started to wait meanwhile
+  Advance(*run);
+  return Status::Ok();
+}
+
+}  // namespace deployd

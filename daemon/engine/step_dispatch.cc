@@ -1,0 +1,187 @@
+// RunManager: the way every event reaches a step. Dispatch() drops a stale completion, lets
+// UpdateStep() (step_update.h) decide, commits the decision before anything else happens, tells
+// the followers, and carries out the effects: checks, the action, its stop, timers.
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+
+#include "engine/active_run.h"
+#include "engine/check_sequence.h"
+#include "engine/run_manager.h"
+#include "util/clock.h"
+
+namespace deployd {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Where a background step's attempt will be found again, committed before it is started: its
+// status file, and where its output starts in the log.
+std::string BackgroundIntent(const std::string& status_file, const std::string& log_path) {
+  BackgroundActionInfo intent;
+  intent.status_file = status_file;
+  struct stat st;
+  intent.log_offset =
+      ::stat(log_path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+  return intent.ToJson();
+}
+
+}  // namespace
+
+// `run_id` is a copy: effects may destroy the handler whose capture it came from.
+void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
+                          EventSource source, int generation) {
+  ActiveRun* run = Find(run_id);
+  if (!run || index >= run->live.size()) return;
+  LiveStep& live = run->live[index];
+  StepRecord& record = run->record.steps[index];
+  const bool supplies_action = info.action.has_value();
+  StepUpdate update = UpdateStep({.run_id = run_id,
+                                  .step = live.def,
+                                  .record = record,
+                                  .event = event,
+                                  .source = source,
+                                  .generation = generation,
+                                  .current = {live.action_gen, live.checks_gen, live.timer_gen},
+                                  .info = std::move(info),
+                                  .recovering = live.recovering,
+                                  .follows_output = live.journal != nullptr,
+                                  .now_ms = NowMs()});
+  if (update.stale) return;  // a completion from an earlier attempt
+  if (!update.valid) {
+    spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
+                  ToString(record.state));
+    return;
+  }
+  StepRecord& next = *update.commit.step;
+  if (update.Has(StepEffect::kFire) && live.def->background && !supplies_action)
+    next.action =
+        BackgroundIntent(StatusPath(run_id, record.id, next.attempts), LogPath(run_id, record.id));
+  if (Status s = store_.Commit(update.commit); !s.ok()) {
+    // Not recorded, so not acted on: the database stays the truth.
+    spdlog::error("{} {}: cannot record {}: {}", run_id, record.id, ToString(next.state),
+                  s.message());
+    return;
+  }
+  record = next;
+  const std::string& detail = update.commit.event.detail;
+  spdlog::info("{} {}: {}{}", run_id, record.id, ToString(record.state),
+               detail.empty() ? "" : " (" + detail + ")");
+  Notify(run_id, update.commit.event, record.attempts);
+  if (!run->stopping) SyncWaiting(*run, &record);
+  RunEffects(*run, index, event, update);
+}
+
+void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
+                            const StepUpdate& update) {
+  LiveStep& live = run.live[index];
+  const StepState state = run.record.steps[index].state;
+  // The progress watch lives while the action runs: running, or verifying beside a background
+  // action. A foreground action that has exited has nothing left to make progress.
+  if (state != StepState::kRunning && !(state == StepState::kVerifying && live.def->background))
+    live.StopProgress();
+  // A timer belongs to the state that armed it (a timeout, a retry delay).
+  ++live.timer_gen;
+  live.timer->cancel();
+  live.awaiting = false;
+  for (StepEffect effect : update.effects) {
+    switch (effect) {
+      case StepEffect::kEvaluateSkip:
+        live.awaiting = true;
+        StartChecks(run, index, /*skip_if=*/true);
+        break;
+      case StepEffect::kFire:
+        live.recovering = false;
+        StartAction(run, index);
+        break;
+      case StepEffect::kStartVerify:
+        // Re-verifying after a restart of deployd: the unit has long started, so its journal
+        // meets fail_on at once.
+        if (event == StepEvent::kRecover && !live.journal) {
+          FollowJournal(run, index, live.action_gen);
+          if (live.journal) live.journal->Arm();
+        }
+        StartChecks(run, index, /*skip_if=*/false);
+        break;
+      case StepEffect::kStopVerify:
+        if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+        break;
+      case StepEffect::kStopAction:
+        StopAction(run, index);
+        break;
+      case StepEffect::kScheduleRetry:
+        ScheduleRetry(run, index, update.retry_delay);
+        break;
+      case StepEffect::kAwaitApproval:
+        live.recovering = false;  // the operator's answer is awaited; nothing runs
+        break;
+      case StepEffect::kResetAttempts:
+        break;
+    }
+  }
+  if (live.journal && state != StepState::kRunning && state != StepState::kVerifying) {
+    live.journal->Stop();
+    live.journal.reset();
+  }
+  if (IsTerminal(state)) {
+    if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+    live.EndBackgroundWatch();
+    // Posted, not called: the followers woken by Notify() write this event to their sockets
+    // before the next transition's commit (an fsync) runs.
+    asio::post(ex_, [this, run_id = run.record.id] {
+      if (ActiveRun* r = Find(run_id)) Advance(*r);
+    });
+  }
+}
+
+void RunManager::ScheduleRetry(ActiveRun& run, size_t index, Duration delay) {
+  LiveStep& live = run.live[index];
+  live.awaiting = true;
+  int gen = live.timer_gen;
+  live.timer->expires_after(delay);
+  live.timer->async_wait([this, run_id = run.record.id, index, gen](boost::system::error_code ec) {
+    if (!ec) Dispatch(run_id, index, StepEvent::kRetryDue, {}, EventSource::kTimer, gen);
+  });
+}
+
+// The attempt failed before its action could start (it cannot be started, say). Posted: the
+// caller is still carrying out the effects of the transition that fired it.
+void RunManager::FailSoon(const std::string& run_id, size_t index, int gen, std::string reason) {
+  asio::post(ex_, [this, run_id, index, gen, reason = std::move(reason)] {
+    StepEventInfo info;
+    info.reason = reason;
+    Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
+  });
+}
+
+void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
+  LiveStep& live = run.live[index];
+  int gen = ++live.checks_gen;
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  live.checks_cancel = cancel;
+  const auto& checks = skip_if ? live.def->skip_if : live.def->verify;
+  auto done = [this, id = run.record.id, index, gen, skip_if, cancel](std::exception_ptr e,
+                                                                      CheckOutcome outcome) {
+    if (e) return;  // cancelled: the step has moved on
+    StepEventInfo info;
+    StepEvent event;
+    if (skip_if) {
+      event = outcome.passed ? StepEvent::kSkipMatched : StepEvent::kSkipNotMatched;
+      if (outcome.passed) info.reason = "skip_if: " + outcome.summary + "; already done";
+    } else if (outcome.passed) {
+      event = StepEvent::kVerifyPassed;
+    } else {
+      event = StepEvent::kVerifyFailed;
+      info.reason = "verify failed: " + outcome.summary;
+      info.evidence = std::move(outcome.evidence);
+    }
+    Dispatch(id, index, event, std::move(info), EventSource::kChecks, gen);
+  };
+  asio::co_spawn(ex_, RunChecks(checks), asio::bind_cancellation_slot(cancel->slot(), done));
+}
+
+}  // namespace deployd

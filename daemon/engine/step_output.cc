@@ -1,0 +1,132 @@
+// RunManager: what a step's action says while it runs. Each output line — the action's own, a
+// background action's log, a service's journal — feeds the progress watch first, then meets
+// the step's fail_on patterns; a stall of the progress watch fails the attempt like a
+// fail_on line does. Progress samples go to the run's followers as they change.
+#include <spdlog/spdlog.h>
+
+#include <boost/json.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/active_run.h"
+#include "engine/run_manager.h"
+#include "engine/wire_records.h"
+#include "util/json_fields.h"
+#include "util/units.h"
+
+namespace deployd {
+
+namespace json = boost::json;
+
+namespace {
+
+// "no progress for 10m (bytes under /x stuck at 1.2GiB)"
+std::string StallReason(const ProgressSpec& spec, const ProgressSnapshot& s) {
+  std::string why;
+  if (!spec.path.empty()) {
+    why = "bytes under " + spec.path + " stuck at " + FormatBytes(s.bytes.value_or(0));
+  } else if (s.done && s.total && *s.done == std::floor(*s.done) && *s.total < 1e7) {
+    why = "progress in the output stuck at " + std::to_string(std::llround(*s.done)) + "/" +
+          std::to_string(std::llround(*s.total));
+  } else if (s.fraction) {  // sizes ("2.25G/5.00G") read better as a percentage
+    char percent[16];
+    std::snprintf(percent, sizeof percent, "%.1f%%", *s.fraction * 100);
+    why = std::string("progress in the output stuck at ") + percent;
+  } else {
+    why = "no progress line in the output";
+  }
+  return "no progress for " + FormatDuration(spec.stall_after) + " (" + why + ")";
+}
+
+StepEventInfo StallEvent(const ProgressSpec& spec, const ProgressSnapshot& snapshot,
+                         std::int64_t stalled_for_ms) {
+  StepEventInfo info;
+  info.reason = StallReason(spec, snapshot);
+  json::object progress = EncodeProgress(ToWire(snapshot));
+  info.evidence["stalled_for_ms"] = stalled_for_ms;
+  info.evidence["stall_after_ms"] = spec.stall_after.count();
+  if (!spec.path.empty()) info.evidence["path"] = spec.path;
+  info.evidence["bytes"] = progress["bytes"];
+  info.evidence["last_progress_at_ms"] = snapshot.last_progress_at_ms;
+  info.evidence["rate_bps"] = progress["rate_bps"];
+  info.evidence["last_line"] =
+      snapshot.last_line.empty() ? json::value(nullptr) : json::value(snapshot.last_line);
+  return info;
+}
+
+}  // namespace
+
+// `journalctl -u UNIT -f -n 0 -o cat` (journal_follower.h), started before the action, until
+// the step ends.
+void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
+  LiveStep& live = run.live[index];
+  const Step& def = *live.def;
+  if (def.kind != ActionKind::kService || live.fail_on.empty() ||
+      (def.service.state != "started" && def.service.state != "restarted"))
+    return;
+  const std::string run_id = run.record.id;
+  auto on_line = [this, run_id, index, gen](std::string_view line) {
+    ActiveRun* run = Find(run_id);
+    if (!run || run->live[index].action_gen != gen) return;
+    OnOutputLine(run_id, index, gen, line);
+  };
+  Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(
+      ex_, def.service.unit, LogPath(run_id, def.id), options_.log_cap_bytes, run_id, on_line);
+  if (!journal.ok()) {
+    spdlog::warn("{} {}: cannot follow the journal of {}: {}", run_id, def.id, def.service.unit,
+                 journal.status().message());
+    return;
+  }
+  live.journal = std::move(journal.value());
+}
+
+// Each output line of the action, as it arrives: progress first, then the fail_on patterns.
+void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
+                              std::string_view line) {
+  ActiveRun* run = Find(run_id);
+  if (!run) return;
+  if (const auto& watch = run->live[index].progress) watch->OnLine(line);
+  const FailPattern* pattern = run->live[index].fail_on.Match(line);
+  if (!pattern) return;
+  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line),
+           EventSource::kAction, gen);
+}
+
+// From fire until the action ends (see RunEffects); a stall comes back as kStalled of this
+// attempt. A background step reattached after a restart of deployd needs its watch started
+// here too (the stall clock starts afresh then: what happened while deployd was down is
+// unknown).
+void RunManager::StartProgressWatch(ActiveRun& run, size_t index, int action_gen) {
+  LiveStep& live = run.live[index];
+  if (!live.def->watch.progress) return;
+  const ProgressSpec& spec = *live.def->watch.progress;
+  const std::string run_id = run.record.id;
+  const std::string step_id = live.def->id;
+  auto on_change = [this, run_id, step_id](const ProgressSnapshot& snapshot) {
+    if (followers_.empty()) return;
+    followers_.Publish(run_id, EncodeProgressLine(run_id, step_id, ToWire(snapshot)));
+  };
+  auto on_stall = [this, run_id, index, action_gen, spec](const ProgressSnapshot& snapshot,
+                                                          std::int64_t stalled_for_ms) {
+    ActiveRun* run = Find(run_id);
+    if (!run) return;
+    StepEventInfo info = StallEvent(spec, snapshot, stalled_for_ms);
+    if (auto& c = run->live[index].child) info.evidence["output_tail"] = JsonStrings(c->Tail());
+    Dispatch(run_id, index, StepEvent::kStalled, std::move(info), EventSource::kAction, action_gen);
+  };
+  live.progress = ProgressWatch::Start(ex_, spec, std::move(on_change), std::move(on_stall));
+}
+
+void RunManager::AddProgress(WireRun& wire) const {
+  auto it = runs_.find(wire.id);
+  if (it == runs_.end()) return;
+  const ActiveRun& run = *it->second;
+  for (WireStep& step : wire.steps) {
+    for (const LiveStep& live : run.live) {
+      if (live.progress && step.id == live.def->id)
+        step.progress = ToWire(live.progress->Snapshot());
+    }
+  }
+}
+
+}  // namespace deployd
