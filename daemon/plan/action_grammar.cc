@@ -24,11 +24,11 @@ constexpr std::array<std::string_view, 6> kDownloadKeys = {"repo",    "to",     
 // --- gpu selection ---
 
 void ReadMaxUsed(FieldReader& in, const Fields& f, GpuSelection& gpu) {
-  if (const Entry* m = f.Get("max_used")) gpu.max_used = in.SizeValue(*m).value_or(gpu.max_used);
+  if (const Field* m = f.Get("max_used")) gpu.max_used = in.SizeValue(*m).value_or(gpu.max_used);
 }
 
 // "0,1,2,3" (so that a variable can hold the list).
-void ReadGpuListText(FieldReader& in, const Entry& g, const std::string& text, GpuSelection& gpu) {
+void ReadGpuListText(FieldReader& in, const Field& g, const std::string& text, GpuSelection& gpu) {
   std::string_view rest = text;
   while (true) {
     size_t comma = rest.find(',');
@@ -52,7 +52,7 @@ void ReadGpuListText(FieldReader& in, const Entry& g, const std::string& text, G
   }
 }
 
-void ReadGpuListSequence(FieldReader& in, const Entry& g, GpuSelection& gpu) {
+void ReadGpuListSequence(FieldReader& in, const Field& g, GpuSelection& gpu) {
   for (auto it = g.value.begin(); it != g.value.end(); ++it) {
     YAML::Node item = *it;
     if (auto n = in.Integer(item, PosOf(item), "gpus", 0, 1023)) {
@@ -67,11 +67,11 @@ void ReadGpuListSequence(FieldReader& in, const Entry& g, GpuSelection& gpu) {
 
 // --- the actions ---
 
-void ReadRunAction(FieldReader& in, const Entry& e, Step& step) {
+void ReadRunAction(FieldReader& in, const Field& e, Step& step) {
   if (std::optional<Command> command = in.CommandValue(e)) step.run = *command;
 }
 
-void ReadApproval(FieldReader& in, const Entry& e, Step& step) {
+void ReadApproval(FieldReader& in, const Field& e, Step& step) {
   step.approval = in.NonEmptyString(e).value_or("");
 }
 
@@ -79,7 +79,7 @@ void ReadApproval(FieldReader& in, const Entry& e, Step& step) {
 void CheckServiceKeys(FieldReader& in, const Fields& f, const YAML::Node& v) {
   for (std::string_view key :
        {"environment", "user", "working_directory", "description", "stop_timeout"}) {
-    if (const Entry* x = f.Get(key); x && !f.Get("exec"))
+    if (const Field* x = f.Get(key); x && !f.Get("exec"))
       in.Error(PosOf(x->key),
                Quoted(key) + " needs 'exec' (it goes into the unit file deployd writes)");
   }
@@ -87,7 +87,7 @@ void CheckServiceKeys(FieldReader& in, const Fields& f, const YAML::Node& v) {
     in.Error(PosOf(v), "'service' needs 'state', 'enabled' or 'exec' (what should change?)");
 }
 
-void ReadService(FieldReader& in, const Entry& e, Step& step) {
+void ReadService(FieldReader& in, const Field& e, Step& step) {
   ServiceAction& a = step.service;
   const YAML::Node& v = e.value;
   if (!v.IsMap()) {
@@ -95,12 +95,12 @@ void ReadService(FieldReader& in, const Entry& e, Step& step) {
     return;
   }
   Fields f = in.ReadMap(v, kServiceKeys, "in 'service'");
-  if (const Entry* u = f.Get("unit")) {
+  if (const Field* u = f.Get("unit")) {
     a.unit = ReadUnitName(in, *u).value_or("");
   } else {
     in.Error(PosOf(v), "missing required key 'unit' in 'service'");
   }
-  if (const Entry* st = f.Get("state")) {
+  if (const Field* st = f.Get("state")) {
     std::optional<std::string> state = in.String(*st);
     if (state == "started" || state == "stopped" || state == "restarted") {
       a.state = *state;
@@ -109,23 +109,23 @@ void ReadService(FieldReader& in, const Entry& e, Step& step) {
                "'state' must be started, stopped or restarted, not " + Quoted(*state));
     }
   }
-  if (const Entry* en = f.Get("enabled")) a.enabled = in.Bool(*en);
-  if (const Entry* x = f.Get("exec")) {
+  if (const Field* en = f.Get("enabled")) a.enabled = in.Bool(*en);
+  if (const Field* x = f.Get("exec")) {
     if (std::optional<Command> command = in.CommandValue(*x)) a.exec = command->Argv();
     if (!a.exec.empty() && !a.exec[0].starts_with("/") && a.exec[0].find('/') != std::string::npos)
       in.Error(ValuePos(*x), "'exec' program must be a name on PATH or an absolute path");
   }
-  if (const Entry* x = f.Get("environment")) a.environment = in.EnvMap(*x);
-  if (const Entry* x = f.Get("user")) a.user = in.NonEmptyString(*x).value_or("");
-  if (const Entry* x = f.Get("working_directory"))
+  if (const Field* x = f.Get("environment")) a.environment = in.EnvMap(*x);
+  if (const Field* x = f.Get("user")) a.user = in.NonEmptyString(*x).value_or("");
+  if (const Field* x = f.Get("working_directory"))
     a.working_directory = in.AbsolutePath(*x).value_or("");
-  if (const Entry* x = f.Get("description")) a.description = in.String(*x).value_or("");
-  if (const Entry* x = f.Get("stop_timeout"))
+  if (const Field* x = f.Get("description")) a.description = in.String(*x).value_or("");
+  if (const Field* x = f.Get("stop_timeout"))
     a.stop_timeout = in.DurationValue(*x).value_or(a.stop_timeout);
   CheckServiceKeys(in, f, v);
 }
 
-void ReadKill(FieldReader& in, const Entry& e, Step& step) {
+void ReadKill(FieldReader& in, const Field& e, Step& step) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     if (auto re = in.Regex(v, ValuePos(e), "kill")) step.kill.match = *re;
@@ -136,17 +136,17 @@ void ReadKill(FieldReader& in, const Entry& e, Step& step) {
     return;
   }
   Fields f = in.ReadMap(v, kKillKeys, "in 'kill'");
-  if (const Entry* m = f.Get("match")) {
+  if (const Field* m = f.Get("match")) {
     if (auto re = in.Regex(m->value, ValuePos(*m), "match")) step.kill.match = *re;
   } else {
     in.Error(PosOf(v), "missing required key 'match' in 'kill'");
   }
-  if (const Entry* g = f.Get("grace"))
+  if (const Field* g = f.Get("grace"))
     step.kill.grace = in.DurationValue(*g).value_or(step.kill.grace);
-  if (const Entry* w = f.Get("whole_groups")) step.kill.whole_groups = in.Bool(*w).value_or(true);
+  if (const Field* w = f.Get("whole_groups")) step.kill.whole_groups = in.Bool(*w).value_or(true);
 }
 
-void ReadGpusFree(FieldReader& in, const Entry& e, Step& step) {
+void ReadGpusFree(FieldReader& in, const Field& e, Step& step) {
   const YAML::Node& v = e.value;
   GpusFreeAction& a = step.gpus_free;
   if (v.IsNull()) return;  // every GPU, the defaults
@@ -156,12 +156,12 @@ void ReadGpusFree(FieldReader& in, const Entry& e, Step& step) {
   }
   Fields f = in.ReadMap(v, kGpusFreeKeys, "in 'gpus_free'");
   ReadGpuSelection(in, f, a.gpu);
-  if (const Entry* x = f.Get("stable_for"))
+  if (const Field* x = f.Get("stable_for"))
     a.stable_for = in.DurationValue(*x).value_or(a.stable_for);
-  if (const Entry* x = f.Get("every")) a.every = in.DurationValue(*x).value_or(a.every);
-  if (const Entry* x = f.Get("within")) a.within = in.DurationValue(*x).value_or(a.within);
-  if (const Entry* x = f.Get("kill")) a.kill = in.Bool(*x).value_or(false);
-  if (const Entry* x = f.Get("grace")) {
+  if (const Field* x = f.Get("every")) a.every = in.DurationValue(*x).value_or(a.every);
+  if (const Field* x = f.Get("within")) a.within = in.DurationValue(*x).value_or(a.within);
+  if (const Field* x = f.Get("kill")) a.kill = in.Bool(*x).value_or(false);
+  if (const Field* x = f.Get("grace")) {
     a.grace = in.DurationValue(*x).value_or(a.grace);
     if (!a.kill)
       in.Error(PosOf(x->key), "'grace' needs 'kill: true' (nothing is stopped without it)");
@@ -175,13 +175,13 @@ void ReadGpusFree(FieldReader& in, const Entry& e, Step& step) {
   }
 }
 
-void ReadRemove(FieldReader& in, const Entry& e, Step& step) {
+void ReadRemove(FieldReader& in, const Field& e, Step& step) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     step.remove.path = in.AbsolutePath(e).value_or("");
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kRemoveKeys, "in 'remove'");
-    if (const Entry* p = f.Get("path")) {
+    if (const Field* p = f.Get("path")) {
       step.remove.path = in.AbsolutePath(*p).value_or("");
     } else {
       in.Error(PosOf(v), "missing required key 'path' in 'remove'");
@@ -199,7 +199,7 @@ bool IsRepository(const std::string& repo) {
          repo.find_first_of(" \t\n") == std::string::npos;
 }
 
-void ReadDownload(FieldReader& in, const Entry& e, Step& step) {
+void ReadDownload(FieldReader& in, const Field& e, Step& step) {
   DownloadAction& a = step.download;
   const YAML::Node& v = e.value;
   if (!v.IsMap()) {
@@ -207,7 +207,7 @@ void ReadDownload(FieldReader& in, const Entry& e, Step& step) {
     return;
   }
   Fields f = in.ReadMap(v, kDownloadKeys, "in 'download'");
-  if (const Entry* r = f.Get("repo")) {
+  if (const Field* r = f.Get("repo")) {
     std::optional<std::string> repo = in.NonEmptyString(*r);
     if (repo && !IsRepository(*repo)) {
       in.Error(ValuePos(*r), "invalid repository " + Quoted(*repo) +
@@ -218,22 +218,22 @@ void ReadDownload(FieldReader& in, const Entry& e, Step& step) {
   } else {
     in.Error(PosOf(v), "missing required key 'repo' in 'download'");
   }
-  if (const Entry* t = f.Get("to")) {
+  if (const Field* t = f.Get("to")) {
     a.to = in.AbsolutePath(*t).value_or("");
   } else {
     in.Error(PosOf(v), "missing required key 'to' in 'download'");
   }
-  if (const Entry* x = f.Get("revision")) a.revision = in.NonEmptyString(*x).value_or("");
-  if (const Entry* x = f.Get("include"))
+  if (const Field* x = f.Get("revision")) a.revision = in.NonEmptyString(*x).value_or("");
+  if (const Field* x = f.Get("include"))
     for (auto& [p, pos] : in.StringList(*x)) a.include.push_back(p);
-  if (const Entry* x = f.Get("exclude"))
+  if (const Field* x = f.Get("exclude"))
     for (auto& [p, pos] : in.StringList(*x)) a.exclude.push_back(p);
-  if (const Entry* x = f.Get("size")) a.size = in.SizeValue(*x);
+  if (const Field* x = f.Get("size")) a.size = in.SizeValue(*x);
 }
 
 // --- the table of actions ---
 
-using ActionReader = void (*)(FieldReader&, const Entry&, Step&);
+using ActionReader = void (*)(FieldReader&, const Field&, Step&);
 
 struct ActionGrammar {
   ActionKind kind;
@@ -262,7 +262,7 @@ Keys ActionKeys() {
   return keys;
 }
 
-void ReadAction(FieldReader& in, const Entry& e, Step& step) {
+void ReadAction(FieldReader& in, const Field& e, Step& step) {
   for (const ActionGrammar& a : kActions) {
     if (ToString(a.kind) != e.name) continue;
     step.kind = a.kind;
@@ -272,7 +272,7 @@ void ReadAction(FieldReader& in, const Entry& e, Step& step) {
 }
 
 void ReadGpuSelection(FieldReader& in, const Fields& f, GpuSelection& gpu) {
-  if (const Entry* g = f.Get("gpus")) {
+  if (const Field* g = f.Get("gpus")) {
     if (g->value.IsScalar()) {
       std::optional<std::string> text = in.String(*g);
       if (text && *text != "all") ReadGpuListText(in, *g, *text, gpu);
@@ -285,7 +285,7 @@ void ReadGpuSelection(FieldReader& in, const Fields& f, GpuSelection& gpu) {
   ReadMaxUsed(in, f, gpu);
 }
 
-std::optional<std::string> ReadUnitName(FieldReader& in, const Entry& e) {
+std::optional<std::string> ReadUnitName(FieldReader& in, const Field& e) {
   std::optional<std::string> name = in.NonEmptyString(e);
   if (!name) return name;
   if (!IsUnitName(*name)) {

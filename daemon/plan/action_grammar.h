@@ -18,13 +18,13 @@ Keys ActionKeys();
 
 // Sets step.kind and the action's fields from `e`.
 // REQUIRES: e.name is one of ActionKeys().
-void ReadAction(FieldReader& in, const Entry& e, Step& step);
+void ReadAction(FieldReader& in, const Field& e, Step& step);
 
 // `gpus` and `max_used` of a gpus_free action or check.
 void ReadGpuSelection(FieldReader& in, const Fields& f, GpuSelection& gpu);
 
 // A systemd unit name: letters, digits, ":-_.\@", with a suffix; ".service" is assumed.
-std::optional<std::string> ReadUnitName(FieldReader& in, const Entry& e);
+std::optional<std::string> ReadUnitName(FieldReader& in, const Field& e);
 
 }  // namespace deployd
 

@@ -33,7 +33,7 @@ constexpr std::array<std::string_view, 4> kVersionKeys = {"run", "command", "at_
 
 void ReadPort(FieldReader& in, const Fields& f, const YAML::Node& map, std::string_view where,
               Check& check) {
-  if (const Entry* port = f.Get("port")) {
+  if (const Field* port = f.Get("port")) {
     check.port = static_cast<int>(in.Integer(*port, 1, 65535).value_or(0));
   } else {
     in.Error(PosOf(map), "missing required key 'port' in " + Quoted(where));
@@ -41,7 +41,7 @@ void ReadPort(FieldReader& in, const Fields& f, const YAML::Node& map, std::stri
 }
 
 // "HOST:PORT"; the last colon splits, and brackets around an IPv6 host are dropped.
-void ReadHostPort(FieldReader& in, const Entry& e, Check& check) {
+void ReadHostPort(FieldReader& in, const Field& e, Check& check) {
   std::optional<std::string> text = in.String(e);
   if (!text) return;
   std::size_t colon = text->rfind(':');
@@ -59,37 +59,37 @@ void ReadHostPort(FieldReader& in, const Entry& e, Check& check) {
   check.port = static_cast<int>(*port);
 }
 
-void ReadRunCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadRunCheck(FieldReader& in, const Field& e, Check& check) {
   if (auto command = in.CommandValue(e)) check.command = *command;
 }
 
-void ReadTcpCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadTcpCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   check.host = "127.0.0.1";
   if (v.IsScalar()) {
     ReadHostPort(in, e, check);
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kTcpKeys, "in 'tcp'");
-    if (const Entry* host = f.Get("host")) check.host = in.NonEmptyString(*host).value_or("");
+    if (const Field* host = f.Get("host")) check.host = in.NonEmptyString(*host).value_or("");
     ReadPort(in, f, v, "tcp", check);
   } else {
     in.Error(ValuePos(e), "'tcp' must be HOST:PORT or a map with 'port'");
   }
 }
 
-void ReadFileCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadFileCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     check.path = in.NonEmptyString(e).value_or("");
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kFileKeys, "in 'file'");
-    if (const Entry* path = f.Get("path")) {
+    if (const Field* path = f.Get("path")) {
       check.path = in.NonEmptyString(*path).value_or("");
     } else {
       in.Error(PosOf(v), "missing required key 'path' in 'file'");
     }
-    if (const Entry* absent = f.Get("absent")) check.absent = in.Bool(*absent).value_or(false);
-    if (const Entry* min_size = f.Get("min_size")) {
+    if (const Field* absent = f.Get("absent")) check.absent = in.Bool(*absent).value_or(false);
+    if (const Field* min_size = f.Get("min_size")) {
       check.min_size = in.SizeValue(*min_size);
       if (check.absent)
         in.Error(PosOf(min_size->key), "'min_size' cannot be used with 'absent: true'");
@@ -99,7 +99,7 @@ void ReadFileCheck(FieldReader& in, const Entry& e, Check& check) {
   }
 }
 
-void ReadCommandCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadCommandCheck(FieldReader& in, const Field& e, Check& check) {
   std::optional<std::string> name = in.NonEmptyString(e);
   if (name && name->find_first_of(" \t\n") != std::string::npos) {
     in.Error(ValuePos(e), "'command' must be a program name (e.g. hf), not a command line");
@@ -108,37 +108,37 @@ void ReadCommandCheck(FieldReader& in, const Entry& e, Check& check) {
   }
 }
 
-void ReadDiskFreeCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadDiskFreeCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (!v.IsMap()) {
     in.Error(ValuePos(e), "'disk_free' must be a map with 'path' and 'at_least'");
     return;
   }
   Fields f = in.ReadMap(v, kDiskFreeKeys, "in 'disk_free'");
-  if (const Entry* path = f.Get("path")) {
+  if (const Field* path = f.Get("path")) {
     check.path = in.NonEmptyString(*path).value_or("");
   } else {
     in.Error(PosOf(v), "missing required key 'path' in 'disk_free'");
   }
-  if (const Entry* at_least = f.Get("at_least")) {
+  if (const Field* at_least = f.Get("at_least")) {
     check.at_least = in.SizeValue(*at_least).value_or(0);
   } else {
     in.Error(PosOf(v), "missing required key 'at_least' in 'disk_free'");
   }
   // A download's destination: what is already there counts (it resumes), and the path may not
   // exist yet.
-  if (const Entry* present = f.Get("count_present"))
+  if (const Field* present = f.Get("count_present"))
     check.credit_existing = in.Bool(*present).value_or(false);
 }
 
-void ReadPortFreeCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadPortFreeCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   check.host = "0.0.0.0";
   if (v.IsScalar()) {
     check.port = static_cast<int>(in.Integer(e, 1, 65535).value_or(0));
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kPortFreeKeys, "in 'port_free'");
-    if (const Entry* host = f.Get("host")) check.host = in.NonEmptyString(*host).value_or("");
+    if (const Field* host = f.Get("host")) check.host = in.NonEmptyString(*host).value_or("");
     ReadPort(in, f, v, "port_free", check);
   } else {
     in.Error(ValuePos(e), "'port_free' must be a port or a map with 'port'");
@@ -146,12 +146,12 @@ void ReadPortFreeCheck(FieldReader& in, const Entry& e, Check& check) {
 }
 
 // sha256: {model-00001-of-00064.safetensors: 64 hex digits, …}
-void ReadDigests(FieldReader& in, const Entry& e, Check& check) {
+void ReadDigests(FieldReader& in, const Field& e, Check& check) {
   if (!e.value.IsMap()) {
     in.Error(ValuePos(e), "'sha256' must be a map of file names to hex digests");
     return;
   }
-  for (const Entry& file : in.Entries(e.value)) {
+  for (const Field& file : in.Entries(e.value)) {
     std::optional<std::string> digest = in.String(file);
     if (!digest) continue;
     if (!IsSha256Hex(*digest)) {
@@ -170,18 +170,18 @@ void ReadDigests(FieldReader& in, const Entry& e, Check& check) {
   }
 }
 
-void ReadWeightsCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadWeightsCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     check.path = in.NonEmptyString(e).value_or("");
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kWeightsKeys, "in 'weights_complete'");
-    if (const Entry* path = f.Get("path")) {
+    if (const Field* path = f.Get("path")) {
       check.path = in.NonEmptyString(*path).value_or("");
     } else {
       in.Error(PosOf(v), "missing required key 'path' in 'weights_complete'");
     }
-    if (const Entry* sha = f.Get("sha256")) ReadDigests(in, *sha, check);
+    if (const Field* sha = f.Get("sha256")) ReadDigests(in, *sha, check);
   } else {
     in.Error(ValuePos(e),
              "'weights_complete' must be the path of a model directory or a map "
@@ -189,18 +189,18 @@ void ReadWeightsCheck(FieldReader& in, const Entry& e, Check& check) {
   }
 }
 
-void ReadServiceCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadServiceCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     check.unit = ReadUnitName(in, e).value_or("");
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kServiceCheckKeys, "in 'service' check");
-    if (const Entry* u = f.Get("unit")) {
+    if (const Field* u = f.Get("unit")) {
       check.unit = ReadUnitName(in, *u).value_or("");
     } else {
       in.Error(PosOf(v), "missing required key 'unit' in 'service'");
     }
-    if (const Entry* st = f.Get("state")) {
+    if (const Field* st = f.Get("state")) {
       std::optional<std::string> state = in.String(*st);
       if (state == "started" || state == "stopped") {
         check.unit_state = *state;
@@ -209,30 +209,30 @@ void ReadServiceCheck(FieldReader& in, const Entry& e, Check& check) {
                  "'state' of a 'service' check must be started or stopped, not " + Quoted(*state));
       }
     }
-    if (const Entry* en = f.Get("enabled")) check.enabled = in.Bool(*en);
+    if (const Field* en = f.Get("enabled")) check.enabled = in.Bool(*en);
   } else {
     in.Error(ValuePos(e), "'service' must be a unit name or a map with 'unit'");
   }
 }
 
-void ReadProcessCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadProcessCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     if (auto re = in.Regex(v, ValuePos(e), "process")) check.match = *re;
   } else if (v.IsMap()) {
     Fields f = in.ReadMap(v, kProcessKeys, "in 'process'");
-    if (const Entry* m = f.Get("match")) {
+    if (const Field* m = f.Get("match")) {
       if (auto re = in.Regex(m->value, ValuePos(*m), "match")) check.match = *re;
     } else {
       in.Error(PosOf(v), "missing required key 'match' in 'process'");
     }
-    if (const Entry* a = f.Get("absent")) check.absent = in.Bool(*a).value_or(false);
+    if (const Field* a = f.Get("absent")) check.absent = in.Bool(*a).value_or(false);
   } else {
     in.Error(ValuePos(e), "'process' must be a pattern or a map with 'match'");
   }
 }
 
-void ReadGpusFreeCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadGpusFreeCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsMap()) {
     Fields f = in.ReadMap(v, kGpusCheckKeys, "in 'gpus_free' check");
@@ -244,7 +244,7 @@ void ReadGpusFreeCheck(FieldReader& in, const Entry& e, Check& check) {
 
 // `at_least` and `below` of a `version` check, `version_at_least` and `version_below` of a `run`
 // check.
-void ReadVersionBound(FieldReader& in, const Entry& e, bool below, Check& check) {
+void ReadVersionBound(FieldReader& in, const Field& e, bool below, Check& check) {
   std::optional<std::string> v = in.String(e);
   if (v && !IsVersion(*v)) {
     in.Error(ValuePos(e), "invalid version " + Quoted(*v) + " (expected e.g. 0.15.0 or 0.16.0rc2)");
@@ -254,7 +254,7 @@ void ReadVersionBound(FieldReader& in, const Entry& e, bool below, Check& check)
 }
 
 // A run check that compares the first version in the output.
-void ReadVersionCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadVersionCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (!v.IsMap()) {
     in.Error(ValuePos(e),
@@ -263,8 +263,8 @@ void ReadVersionCheck(FieldReader& in, const Entry& e, Check& check) {
     return;
   }
   Fields f = in.ReadMap(v, kVersionKeys, "in 'version'");
-  const Entry* run = f.Get("run");
-  const Entry* command = f.Get("command");
+  const Field* run = f.Get("run");
+  const Field* command = f.Get("command");
   if (run && command) {
     in.Error(PosOf(command->key), "'version' takes 'command' or 'run', not both");
   } else if (run) {
@@ -279,15 +279,15 @@ void ReadVersionCheck(FieldReader& in, const Entry& e, Check& check) {
   } else {
     in.Error(PosOf(v), "missing required key 'command' or 'run' in 'version'");
   }
-  if (const Entry* x = f.Get("at_least")) ReadVersionBound(in, *x, false, check);
-  if (const Entry* x = f.Get("below")) ReadVersionBound(in, *x, true, check);
+  if (const Field* x = f.Get("at_least")) ReadVersionBound(in, *x, false, check);
+  if (const Field* x = f.Get("below")) ReadVersionBound(in, *x, true, check);
   if (!f.Get("at_least") && !f.Get("below"))
     in.Error(PosOf(v), "'version' needs 'at_least' or 'below'");
 }
 
 // --- the table of kinds ---
 
-using KindReader = void (*)(FieldReader&, const Entry&, Check&);
+using KindReader = void (*)(FieldReader&, const Field&, Check&);
 
 struct KindGrammar {
   std::string_view key;
@@ -351,7 +351,7 @@ Keys CheckKeys() {
 // The keys only a `run` check has; `kind` is the check's kind key, or empty when it has none.
 void ReadRunOnlyKeys(FieldReader& in, const Fields& fields, std::string_view kind, Check& check) {
   for (std::string_view key : kRunOnlyKeys) {
-    const Entry* e = fields.Get(key);
+    const Field* e = fields.Get(key);
     if (!e) continue;
     if (!kind.empty() && kind != "run") {
       in.Error(PosOf(e->key), Quoted(key) + " is only allowed in a 'run' check");
@@ -366,14 +366,14 @@ void ReadRunOnlyKeys(FieldReader& in, const Fields& fields, std::string_view kin
 }
 
 void ReadTiming(FieldReader& in, const Fields& fields, Check& check) {
-  if (const Entry* e = fields.Get("after"))
+  if (const Field* e = fields.Get("after"))
     check.after = in.DurationValue(*e).value_or(check.after);
-  if (const Entry* e = fields.Get("every"))
+  if (const Field* e = fields.Get("every"))
     check.every = in.DurationValue(*e).value_or(check.every);
-  if (const Entry* e = fields.Get("within")) check.within = in.DurationValue(*e);
-  if (const Entry* e = fields.Get("timeout"))
+  if (const Field* e = fields.Get("within")) check.within = in.DurationValue(*e);
+  if (const Field* e = fields.Get("timeout"))
     check.timeout = in.DurationValue(*e).value_or(check.timeout);
-  if (const Entry* every = fields.Get("every"); every && !fields.Get("within"))
+  if (const Field* every = fields.Get("every"); every && !fields.Get("within"))
     in.Error(PosOf(every->key), "'every' needs 'within' (how long to keep trying)");
 }
 
@@ -390,8 +390,8 @@ std::optional<Check> ReadCheck(FieldReader& in, const YAML::Node& node) {
   }
   Fields fields =
       in.ReadMap(node, CheckKeys(), kind.empty() ? "in check" : "in " + Quoted(kind) + " check");
-  std::vector<const Entry*> kinds;
-  for (const Entry& e : fields.entries) {
+  std::vector<const Field*> kinds;
+  for (const Field& e : fields.entries) {
     if (FindKind(e.name)) kinds.push_back(&e);
   }
   Check check;
@@ -415,7 +415,7 @@ std::optional<Check> ReadCheck(FieldReader& in, const YAML::Node& node) {
 
 }  // namespace
 
-std::vector<Check> ReadChecks(FieldReader& in, const Entry& e) {
+std::vector<Check> ReadChecks(FieldReader& in, const Field& e) {
   std::vector<Check> checks;
   if (e.value.IsNull()) return checks;
   if (!e.value.IsSequence()) {

@@ -13,7 +13,7 @@
 namespace deployd {
 
 // `e` is the list (`preflight: [...]`); null is no checks.
-std::vector<Check> ReadChecks(FieldReader& in, const Entry& e);
+std::vector<Check> ReadChecks(FieldReader& in, const Field& e);
 
 }  // namespace deployd
 

@@ -58,8 +58,8 @@ std::string RegexProblem(const std::regex_error& e) {
 
 }  // namespace
 
-const Entry* Fields::Get(std::string_view name) const {
-  for (const Entry& e : entries) {
+const Field* Fields::Get(std::string_view name) const {
+  for (const Field& e : entries) {
     if (e.name == name) return &e;
   }
   return nullptr;
@@ -72,7 +72,7 @@ SourcePos PosOf(const YAML::Mark& mark) {
   return {mark.line + 1, mark.column + 1};
 }
 SourcePos PosOf(const YAML::Node& node) { return PosOf(node.Mark()); }
-SourcePos ValuePos(const Entry& e) { return e.value.IsNull() ? PosOf(e.key) : PosOf(e.value); }
+SourcePos ValuePos(const Field& e) { return e.value.IsNull() ? PosOf(e.key) : PosOf(e.value); }
 
 FieldReader::FieldReader(std::string_view text, std::string_view file) : text_(text), file_(file) {}
 
@@ -117,16 +117,16 @@ void FieldReader::DefineVariable(const std::string& name, std::optional<std::str
 
 // --- maps ---
 
-std::vector<Entry> FieldReader::Entries(const YAML::Node& map) {
-  std::vector<Entry> entries;
+std::vector<Field> FieldReader::Entries(const YAML::Node& map) {
+  std::vector<Field> entries;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    Entry e{"", it->first, it->second};
+    Field e{"", it->first, it->second};
     if (!e.key.IsScalar()) {
       Error(PosOf(e.key), "keys must be strings");
       continue;
     }
     e.name = e.key.Scalar();
-    auto same = [&](const Entry& other) { return other.name == e.name; };
+    auto same = [&](const Field& other) { return other.name == e.name; };
     if (std::any_of(entries.begin(), entries.end(), same)) {
       Error(PosOf(e.key), "duplicate key " + Quoted(e.name));
       continue;
@@ -138,7 +138,7 @@ std::vector<Entry> FieldReader::Entries(const YAML::Node& map) {
 
 Fields FieldReader::ReadMap(const YAML::Node& map, Keys known, std::string_view context) {
   Fields fields;
-  for (Entry& e : Entries(map)) {
+  for (Field& e : Entries(map)) {
     if (std::find(known.begin(), known.end(), e.name) == known.end()) {
       std::string what = context.empty()
                              ? "unknown top-level key " + Quoted(e.name)
@@ -204,11 +204,11 @@ std::optional<std::string> FieldReader::String(const YAML::Node& node, SourcePos
   return Substitute(node, pos);
 }
 
-std::optional<std::string> FieldReader::String(const Entry& e) {
+std::optional<std::string> FieldReader::String(const Field& e) {
   return String(e.value, ValuePos(e), e.name);
 }
 
-std::optional<std::string> FieldReader::NonEmptyString(const Entry& e) {
+std::optional<std::string> FieldReader::NonEmptyString(const Field& e) {
   std::optional<std::string> s = String(e);
   if (s && s->empty()) {
     Error(ValuePos(e), Quoted(e.name) + " must not be empty");
@@ -217,7 +217,7 @@ std::optional<std::string> FieldReader::NonEmptyString(const Entry& e) {
   return s;
 }
 
-std::optional<std::string> FieldReader::AbsolutePath(const Entry& e) {
+std::optional<std::string> FieldReader::AbsolutePath(const Field& e) {
   std::optional<std::string> path = NonEmptyString(e);
   if (path && !path->starts_with("/")) {
     Error(ValuePos(e), Quoted(e.name) + " must be an absolute path, not " + Quoted(*path));
@@ -228,7 +228,7 @@ std::optional<std::string> FieldReader::AbsolutePath(const Entry& e) {
 
 // Typed values are read from the text after substitution, so `port: ${port}` works whether or
 // not the YAML scalar was quoted.
-std::optional<bool> FieldReader::Bool(const Entry& e) {
+std::optional<bool> FieldReader::Bool(const Field& e) {
   std::optional<std::string> s;
   if (e.value.IsScalar()) s = Substitute(e.value, ValuePos(e));
   if (s == "true" || s == "True" || s == "TRUE") return true;
@@ -257,12 +257,12 @@ std::optional<std::int64_t> FieldReader::Integer(const YAML::Node& node, SourceP
   return value;
 }
 
-std::optional<std::int64_t> FieldReader::Integer(const Entry& e, std::int64_t min,
+std::optional<std::int64_t> FieldReader::Integer(const Field& e, std::int64_t min,
                                                  std::int64_t max) {
   return Integer(e.value, ValuePos(e), e.name, min, max);
 }
 
-std::optional<Duration> FieldReader::DurationValue(const Entry& e) {
+std::optional<Duration> FieldReader::DurationValue(const Field& e) {
   if (!e.value.IsScalar()) {
     Error(ValuePos(e), Quoted(e.name) + " must be a duration " + std::string(kDurationHint));
     return std::nullopt;
@@ -274,7 +274,7 @@ std::optional<Duration> FieldReader::DurationValue(const Entry& e) {
   return d;
 }
 
-std::optional<std::uint64_t> FieldReader::SizeValue(const Entry& e) {
+std::optional<std::uint64_t> FieldReader::SizeValue(const Field& e) {
   if (!e.value.IsScalar()) {
     Error(ValuePos(e), Quoted(e.name) + " must be a size " + std::string(kSizeHint));
     return std::nullopt;
@@ -311,7 +311,7 @@ std::optional<std::string> FieldReader::Regex(const YAML::Node& node, SourcePos 
 
 // --- composite values ---
 
-std::optional<Command> FieldReader::CommandValue(const Entry& e) {
+std::optional<Command> FieldReader::CommandValue(const Field& e) {
   std::string must = Quoted(e.name) + " must be a string or a list of strings";
   Command command;
   if (e.value.IsScalar()) {
@@ -353,14 +353,14 @@ std::optional<Command> FieldReader::CommandValue(const Entry& e) {
   return command;
 }
 
-std::map<std::string, std::string> FieldReader::EnvMap(const Entry& e) {
+std::map<std::string, std::string> FieldReader::EnvMap(const Field& e) {
   std::map<std::string, std::string> env;
   if (e.value.IsNull()) return env;
   if (!e.value.IsMap()) {
     Error(ValuePos(e), Quoted(e.name) + " must be a map of names to strings");
     return env;
   }
-  for (const Entry& var : Entries(e.value)) {
+  for (const Field& var : Entries(e.value)) {
     if (!IsIdentifier(var.name)) {
       Error(PosOf(var.key), "invalid environment variable name " + Quoted(var.name));
       continue;
@@ -375,7 +375,7 @@ std::map<std::string, std::string> FieldReader::EnvMap(const Entry& e) {
   return env;
 }
 
-std::vector<std::pair<std::string, SourcePos>> FieldReader::StringList(const Entry& e) {
+std::vector<std::pair<std::string, SourcePos>> FieldReader::StringList(const Field& e) {
   std::vector<std::pair<std::string, SourcePos>> out;
   if (e.value.IsScalar()) {
     if (auto v = String(e)) out.emplace_back(*v, ValuePos(e));

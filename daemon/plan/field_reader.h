@@ -31,8 +31,8 @@ namespace deployd {
 
 using Keys = std::span<const std::string_view>;
 
-// One key: value of a map whose keys have been checked (strings, no duplicates, known).
-struct Entry {
+// One entry (key: value) of a map whose keys have been checked (strings, no duplicates, known).
+struct Field {
   std::string name;
   YAML::Node key;
   YAML::Node value;
@@ -40,8 +40,8 @@ struct Entry {
 
 // The known entries of one map, in document order.
 struct Fields {
-  std::vector<Entry> entries;
-  const Entry* Get(std::string_view name) const;
+  std::vector<Field> entries;
+  const Field* Get(std::string_view name) const;
 };
 
 // "'name'": how messages quote what the user wrote.
@@ -51,7 +51,7 @@ std::string Quoted(std::string_view s);
 SourcePos PosOf(const YAML::Mark& mark);
 SourcePos PosOf(const YAML::Node& node);
 // An empty value has the mark of whatever follows it, so a null value points at its key.
-SourcePos ValuePos(const Entry& e);
+SourcePos ValuePos(const Field& e);
 
 class FieldReader {
  public:
@@ -78,7 +78,7 @@ class FieldReader {
 
   // Keys must be strings and unique; yaml-cpp accepts duplicates silently and lookups would see
   // only the first, so the second is reported and dropped.
-  std::vector<Entry> Entries(const YAML::Node& map);
+  std::vector<Field> Entries(const YAML::Node& map);
   // Entries() with keys outside `known` reported. `context` ends the unknown-key message ("in
   // step 'build'"); empty means the top level.
   Fields ReadMap(const YAML::Node& map, Keys known, std::string_view context);
@@ -90,26 +90,26 @@ class FieldReader {
   // Any scalar reads as a string (`description: 1.0` is the text "1.0"); null and collections
   // do not.
   std::optional<std::string> String(const YAML::Node& node, SourcePos pos, std::string_view what);
-  std::optional<std::string> String(const Entry& e);
-  std::optional<std::string> NonEmptyString(const Entry& e);
+  std::optional<std::string> String(const Field& e);
+  std::optional<std::string> NonEmptyString(const Field& e);
   // NonEmptyString() that starts with '/'.
-  std::optional<std::string> AbsolutePath(const Entry& e);
-  std::optional<bool> Bool(const Entry& e);
+  std::optional<std::string> AbsolutePath(const Field& e);
+  std::optional<bool> Bool(const Field& e);
   std::optional<std::int64_t> Integer(const YAML::Node& node, SourcePos pos, std::string_view what,
                                       std::int64_t min, std::int64_t max);
-  std::optional<std::int64_t> Integer(const Entry& e, std::int64_t min, std::int64_t max);
-  std::optional<Duration> DurationValue(const Entry& e);
-  std::optional<std::uint64_t> SizeValue(const Entry& e);
+  std::optional<std::int64_t> Integer(const Field& e, std::int64_t min, std::int64_t max);
+  std::optional<Duration> DurationValue(const Field& e);
+  std::optional<std::uint64_t> SizeValue(const Field& e);
   // The pattern is kept as written, "(?i)" included; compiling it here only proves it compiles.
   std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what);
 
   // --- composite values ---
 
   // A string runs through the shell; a list is an argv.
-  std::optional<Command> CommandValue(const Entry& e);
-  std::map<std::string, std::string> EnvMap(const Entry& e);
+  std::optional<Command> CommandValue(const Field& e);
+  std::map<std::string, std::string> EnvMap(const Field& e);
   // A scalar or a list of scalars, each with where it was written.
-  std::vector<std::pair<std::string, SourcePos>> StringList(const Entry& e);
+  std::vector<std::pair<std::string, SourcePos>> StringList(const Field& e);
 
  private:
   std::string SourceLine(int line) const;

@@ -75,7 +75,7 @@ bool AppendJson(FieldReader& in, const YAML::Node& node, SourcePos body_pos, int
   } else if (node.IsMap()) {
     out += '{';
     bool first = true;
-    for (const Entry& e : in.Entries(node)) {
+    for (const Field& e : in.Entries(node)) {
       if (!first) out += ',';
       first = false;
       AppendJsonString(e.name, out);
@@ -137,17 +137,17 @@ void CheckUrl(FieldReader& in, const std::string& url, SourcePos pos, Check& che
 void ReadJsonExpectation(FieldReader& in, const YAML::Node& item, Check& check) {
   Fields f = in.ReadMap(item, kJsonKeys, "in 'json'");
   JsonExpectation x;
-  if (const Entry* path = f.Get("path")) {
+  if (const Field* path = f.Get("path")) {
     x.path = in.NonEmptyString(*path).value_or("");
   } else {
     in.Error(PosOf(item), "missing required key 'path' in 'json'");
   }
-  const Entry* equals = f.Get("equals");
-  const Entry* contains = f.Get("contains");
+  const Field* equals = f.Get("equals");
+  const Field* contains = f.Get("contains");
   if (equals && contains) {
     in.Error(PosOf(contains->key), "a 'json' expectation takes 'equals' or 'contains', not both");
   } else if (equals || contains) {
-    const Entry* which = equals ? equals : contains;
+    const Field* which = equals ? equals : contains;
     x.op = equals ? JsonExpectation::Op::kEquals : JsonExpectation::Op::kContains;
     if (!which->value.IsScalar()) {
       in.Error(ValuePos(*which), Quoted(which->name) + " must be a string, a number or a boolean");
@@ -161,7 +161,7 @@ void ReadJsonExpectation(FieldReader& in, const YAML::Node& item, Check& check) 
 }
 
 // json: [{path: data.*.id, contains: /models/kimi}, {path: object, equals: list}]
-void ReadJsonExpectations(FieldReader& in, const Entry& e, Check& check) {
+void ReadJsonExpectations(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (!v.IsSequence() && !v.IsMap()) {
     in.Error(ValuePos(e), "'json' must be a list of {path, equals|contains}");
@@ -185,7 +185,7 @@ void ReadJsonExpectations(FieldReader& in, const Entry& e, Check& check) {
 // A bad method is reported once; 'body' is then not judged against it.
 void ReadRequest(FieldReader& in, const Fields& f, Check& check) {
   bool method_known = true;
-  if (const Entry* method = f.Get("method")) {
+  if (const Field* method = f.Get("method")) {
     std::optional<std::string> m = in.String(*method);
     method_known = m && (*m == "GET" || *m == "POST");
     if (method_known) {
@@ -194,7 +194,7 @@ void ReadRequest(FieldReader& in, const Fields& f, Check& check) {
       in.Error(ValuePos(*method), "'method' must be GET or POST");
     }
   }
-  if (const Entry* body = f.Get("body")) {
+  if (const Field* body = f.Get("body")) {
     if (body->value.IsNull()) {
       in.Error(ValuePos(*body), "'body' must be a string, a map or a list");
     } else if (body->value.IsScalar()) {
@@ -210,7 +210,7 @@ void ReadRequest(FieldReader& in, const Fields& f, Check& check) {
 
 }  // namespace
 
-void ReadHttpCheck(FieldReader& in, const Entry& e, Check& check) {
+void ReadHttpCheck(FieldReader& in, const Field& e, Check& check) {
   const YAML::Node& v = e.value;
   if (v.IsScalar()) {
     if (std::optional<std::string> url = in.String(e)) CheckUrl(in, *url, ValuePos(e), check);
@@ -221,17 +221,17 @@ void ReadHttpCheck(FieldReader& in, const Entry& e, Check& check) {
     return;
   }
   Fields f = in.ReadMap(v, kHttpKeys, "in 'http'");
-  if (const Entry* url = f.Get("url")) {
+  if (const Field* url = f.Get("url")) {
     if (std::optional<std::string> s = in.String(*url)) CheckUrl(in, *s, ValuePos(*url), check);
   } else {
     in.Error(PosOf(v), "missing required key 'url' in 'http'");
   }
   ReadRequest(in, f, check);
-  if (const Entry* status = f.Get("status"))
+  if (const Field* status = f.Get("status"))
     check.status = static_cast<int>(in.Integer(*status, 100, 599).value_or(200));
-  if (const Entry* contains = f.Get("body_contains"))
+  if (const Field* contains = f.Get("body_contains"))
     check.body_contains = in.String(*contains).value_or("");
-  if (const Entry* json = f.Get("json")) ReadJsonExpectations(in, *json, check);
+  if (const Field* json = f.Get("json")) ReadJsonExpectations(in, *json, check);
 }
 
 }  // namespace deployd

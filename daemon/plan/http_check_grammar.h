@@ -10,7 +10,7 @@
 namespace deployd {
 
 // `e` is the `http:` entry of a check whose kind is already set.
-void ReadHttpCheck(FieldReader& in, const Entry& e, Check& check);
+void ReadHttpCheck(FieldReader& in, const Field& e, Check& check);
 
 }  // namespace deployd
 

@@ -36,7 +36,7 @@ constexpr std::array<std::string_view, 2> kSecretKeys = {"file", "env"};
 using Overrides = std::map<std::string, std::string>;
 
 // One declared variable; --var replaces its value.
-void ReadVar(FieldReader& in, const Entry& var, const Overrides& overrides, Plan& plan) {
+void ReadVar(FieldReader& in, const Field& var, const Overrides& overrides, Plan& plan) {
   auto overridden = overrides.find(var.name);
   if (!IsIdentifier(var.name)) {
     in.Error(PosOf(var.key), "invalid variable name " + Quoted(var.name) +
@@ -59,14 +59,14 @@ void ReadVar(FieldReader& in, const Entry& var, const Overrides& overrides, Plan
 }
 
 // Values are literal (no ${} inside vars); --var overrides replace them.
-void ReadVars(FieldReader& in, const Entry* e, const Overrides& overrides, Plan& plan) {
+void ReadVars(FieldReader& in, const Field* e, const Overrides& overrides, Plan& plan) {
   if (e && !e->value.IsNull() && !e->value.IsMap()) {
     in.Error(ValuePos(*e), "'vars' must be a map of names to values");
     in.SetVariablesBroken();
     return;
   }
   if (e && e->value.IsMap()) {
-    for (const Entry& var : in.Entries(e->value)) ReadVar(in, var, overrides, plan);
+    for (const Field& var : in.Entries(e->value)) ReadVar(in, var, overrides, plan);
   }
   for (const auto& [name, value] : overrides) {
     if (!in.DefinesVariable(name))
@@ -75,10 +75,10 @@ void ReadVars(FieldReader& in, const Entry* e, const Overrides& overrides, Plan&
 }
 
 // {file: PATH} or {env: NAME} of the secret `entry` names.
-void ReadSecretSource(FieldReader& in, const Entry& entry, SecretSource& source) {
+void ReadSecretSource(FieldReader& in, const Field& entry, SecretSource& source) {
   Fields f = in.ReadMap(entry.value, kSecretKeys, "in secret " + Quoted(entry.name));
-  const Entry* file = f.Get("file");
-  const Entry* env = f.Get("env");
+  const Field* file = f.Get("file");
+  const Field* env = f.Get("env");
   if (file && env) {
     in.Error(PosOf(env->key), "secret " + Quoted(entry.name) + " takes 'file' or 'env', not both");
   } else if (file) {
@@ -96,13 +96,13 @@ void ReadSecretSource(FieldReader& in, const Entry& entry, SecretSource& source)
 }
 
 // secrets: {HF_TOKEN: {file: /etc/deployd/hf-token}, OTHER: {env: OTHER}}
-void ReadSecrets(FieldReader& in, const Entry& e, Plan& plan) {
+void ReadSecrets(FieldReader& in, const Field& e, Plan& plan) {
   if (e.value.IsNull()) return;
   if (!e.value.IsMap()) {
     in.Error(ValuePos(e), "'secrets' must be a map of names to {file: PATH} or {env: NAME}");
     return;
   }
-  for (const Entry& entry : in.Entries(e.value)) {
+  for (const Field& entry : in.Entries(e.value)) {
     if (!IsIdentifier(entry.name)) {
       in.Error(PosOf(entry.key), "invalid secret name " + Quoted(entry.name) +
                                      " (it becomes an environment variable: letters, digits, '_')");
@@ -123,7 +123,7 @@ void ReadSecrets(FieldReader& in, const Entry& e, Plan& plan) {
 }
 
 void ReadVersion(FieldReader& in, const Fields& top, const YAML::Node& root) {
-  const Entry* e = top.Get("version");
+  const Field* e = top.Get("version");
   if (!e) {
     in.Error(PosOf(root), "missing required key 'version'");
   } else if (!e->value.IsScalar()) {
@@ -135,7 +135,7 @@ void ReadVersion(FieldReader& in, const Fields& top, const YAML::Node& root) {
 }
 
 void ReadName(FieldReader& in, const Fields& top, const YAML::Node& root, Plan& plan) {
-  const Entry* e = top.Get("name");
+  const Field* e = top.Get("name");
   if (!e) {
     in.Error(PosOf(root), "missing required key 'name'");
     return;
@@ -183,14 +183,14 @@ std::optional<Plan> ReadDocument(FieldReader& in, std::string_view text,
   ReadVars(in, top.Get("vars"), overrides, plan);
   ReadVersion(in, top, *root);
   ReadName(in, top, *root, plan);
-  if (const Entry* e = top.Get("description")) plan.description = in.String(*e).value_or("");
-  if (const Entry* e = top.Get("secrets")) ReadSecrets(in, *e, plan);
-  if (const Entry* e = top.Get("preflight")) plan.preflight = ReadChecks(in, *e);
+  if (const Field* e = top.Get("description")) plan.description = in.String(*e).value_or("");
+  if (const Field* e = top.Get("secrets")) ReadSecrets(in, *e, plan);
+  if (const Field* e = top.Get("preflight")) plan.preflight = ReadChecks(in, *e);
   std::set<std::string> secret_names;
   for (const SecretSource& s : plan.secrets) secret_names.insert(s.name);
   StepReader steps(in, secret_names);
   // Document order, so that a duplicate id is reported where it occurs second.
-  for (const Entry& e : top.entries) {
+  for (const Field& e : top.entries) {
     if (e.name == "steps") plan.steps = steps.ReadSteps(e, false);
     if (e.name == "on_failure") plan.on_failure = steps.ReadSteps(e, true);
   }

@@ -64,7 +64,7 @@ std::string StepLabel(const YAML::Node& node, int index, bool on_failure) {
 StepReader::StepReader(FieldReader& in, const std::set<std::string>& secrets)
     : in_(in), secrets_(secrets) {}
 
-std::vector<Step> StepReader::ReadSteps(const Entry& e, bool on_failure) {
+std::vector<Step> StepReader::ReadSteps(const Field& e, bool on_failure) {
   std::vector<Step> steps;
   bool empty = e.value.IsNull() || (e.value.IsSequence() && e.value.size() == 0);
   if (empty) {
@@ -97,7 +97,7 @@ std::optional<Step> StepReader::ReadStep(const YAML::Node& node, int index, bool
   ReadActionOf(f, label, step);
   ReadOptions(f, step);
   if (step.kind == ActionKind::kDownload) {
-    const Entry* watch = f.Get("watch");
+    const Field* watch = f.Get("watch");
     bool own_on_stall = watch && watch->value.IsMap() && watch->value["on_stall"];
     ApplyDownloadDefaults(own_on_stall, secrets_, step);
   }
@@ -106,7 +106,7 @@ std::optional<Step> StepReader::ReadStep(const YAML::Node& node, int index, bool
 }
 
 void StepReader::ReadId(const Fields& f, const std::string& label, Step& step) {
-  const Entry* e = f.Get("id");
+  const Field* e = f.Get("id");
   if (!e) {
     in_.Error(step.pos, "missing required key 'id' in " + label);
     return;
@@ -127,8 +127,8 @@ void StepReader::ReadId(const Fields& f, const std::string& label, Step& step) {
 
 // The one action key, and the keys its action does not take.
 void StepReader::ReadActionOf(const Fields& f, const std::string& label, Step& step) {
-  std::vector<const Entry*> actions;
-  for (const Entry& e : f.entries)
+  std::vector<const Field*> actions;
+  for (const Field& e : f.entries)
     if (IsActionKey(e.name)) actions.push_back(&e);
   if (actions.empty()) {
     in_.Error(step.pos, "missing required key 'run' in " + label +
@@ -140,7 +140,7 @@ void StepReader::ReadActionOf(const Fields& f, const std::string& label, Step& s
                                           " or " + Quoted(actions[1]->name) + ", not both");
   ReadAction(in_, *actions[0], step);
   const ActionKind kind = step.kind;
-  for (const Entry& other : f.entries) {
+  for (const Field& other : f.entries) {
     auto among = [&](const auto& keys) {
       return std::find(keys.begin(), keys.end(), other.name) != keys.end();
     };
@@ -159,10 +159,10 @@ void StepReader::ReadActionOf(const Fields& f, const std::string& label, Step& s
 
 // Everything but the id and the action, in the order the checks between them need.
 void StepReader::ReadOptions(const Fields& f, Step& step) {
-  if (const Entry* e = f.Get("background")) step.background = in_.Bool(*e).value_or(false);
-  if (const Entry* e = f.Get("env")) step.env = in_.EnvMap(*e);
-  if (const Entry* e = f.Get("cwd")) step.cwd = in_.String(*e).value_or("");
-  if (const Entry* e = f.Get("timeout")) {
+  if (const Field* e = f.Get("background")) step.background = in_.Bool(*e).value_or(false);
+  if (const Field* e = f.Get("env")) step.env = in_.EnvMap(*e);
+  if (const Field* e = f.Get("cwd")) step.cwd = in_.String(*e).value_or("");
+  if (const Field* e = f.Get("timeout")) {
     step.timeout = in_.DurationValue(*e);
     if (step.background && !step.approval) {  // an approval step has neither: said above
       in_.Error(PosOf(e->key),
@@ -170,22 +170,22 @@ void StepReader::ReadOptions(const Fields& f, Step& step) {
                 "step is bounded by its verify 'within')");
     }
   }
-  if (const Entry* e = f.Get("grace")) step.grace = in_.DurationValue(*e).value_or(step.grace);
+  if (const Field* e = f.Get("grace")) step.grace = in_.DurationValue(*e).value_or(step.grace);
   bool retries_unreadable = false;  // reported on its own; must not also read as "none"
-  if (const Entry* e = f.Get("retries")) {
+  if (const Field* e = f.Get("retries")) {
     std::optional<std::int64_t> retries = in_.Integer(*e, 0, 100);
     retries_unreadable = !retries;
     step.retries = static_cast<int>(retries.value_or(0));
   }
-  if (const Entry* e = f.Get("retry_delay"))
+  if (const Field* e = f.Get("retry_delay"))
     step.retry_delay = in_.DurationValue(*e).value_or(step.retry_delay);
-  if (const Entry* e = f.Get("verify")) step.verify = ReadChecks(in_, *e);
-  if (const Entry* e = f.Get("skip_if")) step.skip_if = ReadChecks(in_, *e);
+  if (const Field* e = f.Get("verify")) step.verify = ReadChecks(in_, *e);
+  if (const Field* e = f.Get("skip_if")) step.skip_if = ReadChecks(in_, *e);
   if (!f.Get("retries")) step.retries = DefaultRetries(step.kind);
-  if (const Entry* e = f.Get("watch"))
+  if (const Field* e = f.Get("watch"))
     step.watch = ReadWatch(in_, *e, step.retries > 0 || retries_unreadable);
-  if (const Entry* e = f.Get("idempotent")) step.idempotent = in_.Bool(*e).value_or(false);
-  if (const Entry* e = f.Get("secrets")) {
+  if (const Field* e = f.Get("idempotent")) step.idempotent = in_.Bool(*e).value_or(false);
+  if (const Field* e = f.Get("secrets")) {
     step.secrets = SecretNames(*e);
     if (step.background && step.kind == ActionKind::kRun)
       in_.Error(PosOf(e->key),
@@ -195,7 +195,7 @@ void StepReader::ReadOptions(const Fields& f, Step& step) {
 }
 
 // `secrets: [HF_TOKEN]`: names the plan's `secrets:` section defines.
-std::vector<std::string> StepReader::SecretNames(const Entry& e) {
+std::vector<std::string> StepReader::SecretNames(const Field& e) {
   std::vector<std::string> names;
   for (const auto& [name, pos] : in_.StringList(e)) {
     if (!secrets_.contains(name)) {

@@ -26,14 +26,14 @@ class StepReader {
 
   // `e` is the `steps:` or (with `on_failure`) the `on_failure:` entry; only `steps` must not be
   // empty.
-  std::vector<Step> ReadSteps(const Entry& e, bool on_failure);
+  std::vector<Step> ReadSteps(const Field& e, bool on_failure);
 
  private:
   std::optional<Step> ReadStep(const YAML::Node& node, int index, bool on_failure);
   void ReadId(const Fields& f, const std::string& label, Step& step);
   void ReadActionOf(const Fields& f, const std::string& label, Step& step);
   void ReadOptions(const Fields& f, Step& step);
-  std::vector<std::string> SecretNames(const Entry& e);
+  std::vector<std::string> SecretNames(const Field& e);
 
   FieldReader& in_;
   const std::set<std::string>& secrets_;

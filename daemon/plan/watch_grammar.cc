@@ -19,8 +19,8 @@ constexpr Duration kMinProgressEvery{100};
 // `every`, which must be at least kMinProgressEvery and, when `stall_after` was read
 // (`stall_after_ok`), shorter than it; without `every`, the default must be shorter.
 bool ReadProgressEvery(FieldReader& in, const Fields& f, bool stall_after_ok, ProgressSpec& spec) {
-  const Entry* stall_after = f.Get("stall_after");
-  if (const Entry* every = f.Get("every")) {
+  const Field* stall_after = f.Get("stall_after");
+  if (const Field* every = f.Get("every")) {
     std::optional<Duration> parsed = in.DurationValue(*every);
     bool good = parsed.has_value();
     Duration d = parsed.value_or(Duration{0});
@@ -46,7 +46,7 @@ bool ReadProgressEvery(FieldReader& in, const Fields& f, bool stall_after_ok, Pr
 }
 
 // {path, stall_after, every, total}; without `path` only progress lines in the output count.
-std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Entry& e) {
+std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Field& e) {
   if (!e.value.IsMap()) {
     in.Error(ValuePos(e), "'progress' must be a map with 'stall_after' (and 'path' to watch)");
     return std::nullopt;
@@ -55,12 +55,12 @@ std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Entry& e) {
   spec.pos = PosOf(e.value);
   Fields f = in.ReadMap(e.value, kProgressKeys, "in 'progress'");
   bool ok = true;
-  if (const Entry* path = f.Get("path")) {
+  if (const Field* path = f.Get("path")) {
     std::optional<std::string> s = in.NonEmptyString(*path);
     ok = ok && s;
     spec.path = s.value_or("");
   }
-  if (const Entry* stall_after = f.Get("stall_after")) {
+  if (const Field* stall_after = f.Get("stall_after")) {
     std::optional<Duration> d = in.DurationValue(*stall_after);
     ok = ok && d;
     if (d) spec.stall_after = *d;
@@ -70,7 +70,7 @@ std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Entry& e) {
   }
   bool stall_after_ok = f.Get("stall_after") && ok;
   ok = ReadProgressEvery(in, f, stall_after_ok, spec) && ok;
-  if (const Entry* total = f.Get("total")) {
+  if (const Field* total = f.Get("total")) {
     std::optional<std::uint64_t> size = in.SizeValue(*total);
     if (size && !f.Get("path")) {
       in.Error(PosOf(total->key), "'total' needs 'path' (the bytes it is compared with)");
@@ -83,7 +83,7 @@ std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Entry& e) {
   return spec;
 }
 
-void ReadFailOn(FieldReader& in, const Entry* fail_on, Watch& watch) {
+void ReadFailOn(FieldReader& in, const Field* fail_on, Watch& watch) {
   if (!fail_on) return;
   // A bare set name ("vllm") stands for its patterns: as a regex it would match any line that
   // mentions the program.
@@ -112,7 +112,7 @@ void ReadFailOn(FieldReader& in, const Entry* fail_on, Watch& watch) {
 
 }  // namespace
 
-Watch ReadWatch(FieldReader& in, const Entry& e, bool has_retries) {
+Watch ReadWatch(FieldReader& in, const Field& e, bool has_retries) {
   Watch watch;
   if (e.value.IsNull()) return watch;
   if (!e.value.IsMap()) {
@@ -120,8 +120,8 @@ Watch ReadWatch(FieldReader& in, const Entry& e, bool has_retries) {
     return watch;
   }
   Fields f = in.ReadMap(e.value, kWatchKeys, "in 'watch'");
-  if (const Entry* progress = f.Get("progress")) watch.progress = ReadProgress(in, *progress);
-  if (const Entry* on_stall = f.Get("on_stall")) {
+  if (const Field* progress = f.Get("progress")) watch.progress = ReadProgress(in, *progress);
+  if (const Field* on_stall = f.Get("on_stall")) {
     std::optional<std::string> value = in.String(*on_stall);
     if (value == "restart") {
       watch.on_stall = OnStall::kRestart;

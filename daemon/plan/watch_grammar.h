@@ -10,7 +10,7 @@
 namespace deployd {
 
 // `has_retries`: the step may be fired again, which `on_stall: restart` needs.
-Watch ReadWatch(FieldReader& in, const Entry& e, bool has_retries);
+Watch ReadWatch(FieldReader& in, const Field& e, bool has_retries);
 
 }  // namespace deployd
 
