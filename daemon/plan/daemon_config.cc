@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -40,6 +41,62 @@ std::string DefaultStateDir() {
   return Env("HOME") + "/.local/state/deployd";
 }
 
+namespace {
+
+using ErrorAt = std::function<void(const YAML::Mark&, const std::string&)>;
+
+// A list of absolute directories under which `remove` may delete.
+void ReadAllowedRoots(const YAML::Node& value, const ErrorAt& error, DaemonConfig& config) {
+  if (!value.IsSequence()) {
+    error(value.Mark(), "'allowed_roots' must be a list of absolute directories");
+    return;
+  }
+  config.allowed_roots.clear();
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    YAML::Node item = *it;
+    if (!item.IsScalar() || !item.Scalar().starts_with("/")) {
+      error(item.Mark(), "'allowed_roots' entries must be absolute directories");
+      continue;
+    }
+    config.allowed_roots.push_back(item.Scalar());
+  }
+}
+
+// One setting whose value is a scalar.
+void ReadSetting(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                 const ErrorAt& error, DaemonConfig& config) {
+  if (name == "socket") {
+    config.socket_path = value.Scalar();
+  } else if (name == "state_dir") {
+    config.state_dir = value.Scalar();
+  } else if (name == "group") {
+    config.group = value.Scalar();
+  } else if (name == "log_max_size") {
+    auto size = ParseSize(value.Scalar());
+    if (!size || *size == 0)
+      error(value.Mark(), "invalid size '" + value.Scalar() + "' (expected e.g. 64MiB)");
+    else
+      config.log_max_size = *size;
+  } else if (name == "retention") {
+    auto d = ParseDuration(value.Scalar());
+    if (!d || d->count() <= 0)
+      error(value.Mark(), "invalid duration '" + value.Scalar() + "' (expected e.g. 30d, 12h)");
+    else
+      config.retention = *d;
+  } else if (name == "unit_dir") {
+    if (!value.Scalar().starts_with("/"))
+      error(value.Mark(), "'unit_dir' must be an absolute directory");
+    else
+      config.unit_dir = value.Scalar();
+  } else {
+    error(key.Mark(), "unknown key '" + name +
+                          "' (known: socket, state_dir, group, log_max_size, retention, "
+                          "unit_dir, allowed_roots)");
+  }
+}
+
+}  // namespace
+
 void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
                       std::vector<Diagnostic>& errors) {
   std::ifstream in(path);
@@ -50,7 +107,7 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
-  auto error = [&](const YAML::Mark& mark, const std::string& message) {
+  ErrorAt error = [&](const YAML::Mark& mark, const std::string& message) {
     int line = mark.is_null() ? 0 : mark.line + 1;
     int column = mark.is_null() ? 0 : mark.column + 1;
     errors.push_back({path, line, column, message, line ? LineOf(text, line) : ""});
@@ -74,56 +131,12 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
     std::string name = key.Scalar();
     if (!seen.insert(name).second) {
       error(key.Mark(), "duplicate key '" + name + "'");
-      continue;
-    }
-    if (name == "allowed_roots") {
-      // A list of absolute directories under which `remove` may delete.
-      if (!value.IsSequence()) {
-        error(value.Mark(), "'allowed_roots' must be a list of absolute directories");
-        continue;
-      }
-      config.allowed_roots.clear();
-      for (auto root_it = value.begin(); root_it != value.end(); ++root_it) {
-        YAML::Node item = *root_it;
-        if (!item.IsScalar() || !item.Scalar().starts_with("/")) {
-          error(item.Mark(), "'allowed_roots' entries must be absolute directories");
-          continue;
-        }
-        config.allowed_roots.push_back(item.Scalar());
-      }
-      continue;
-    }
-    if (!value.IsScalar()) {
+    } else if (name == "allowed_roots") {
+      ReadAllowedRoots(value, error, config);
+    } else if (!value.IsScalar()) {
       error(value.Mark(), "'" + name + "' must be a single value");
-      continue;
-    }
-    if (name == "socket") {
-      config.socket_path = value.Scalar();
-    } else if (name == "state_dir") {
-      config.state_dir = value.Scalar();
-    } else if (name == "group") {
-      config.group = value.Scalar();
-    } else if (name == "log_max_size") {
-      auto size = ParseSize(value.Scalar());
-      if (!size || *size == 0)
-        error(value.Mark(), "invalid size '" + value.Scalar() + "' (expected e.g. 64MiB)");
-      else
-        config.log_max_size = *size;
-    } else if (name == "retention") {
-      auto d = ParseDuration(value.Scalar());
-      if (!d || d->count() <= 0)
-        error(value.Mark(), "invalid duration '" + value.Scalar() + "' (expected e.g. 30d, 12h)");
-      else
-        config.retention = *d;
-    } else if (name == "unit_dir") {
-      if (!value.Scalar().starts_with("/"))
-        error(value.Mark(), "'unit_dir' must be an absolute directory");
-      else
-        config.unit_dir = value.Scalar();
     } else {
-      error(key.Mark(), "unknown key '" + name +
-                            "' (known: socket, state_dir, group, log_max_size, retention, "
-                            "unit_dir, allowed_roots)");
+      ReadSetting(name, key, value, error, config);
     }
   }
 }

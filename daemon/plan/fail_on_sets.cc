@@ -1,6 +1,8 @@
 #include "plan/fail_on_sets.h"
 
 #include <array>
+#include <string>
+#include <utility>
 
 namespace deployd {
 namespace {
@@ -64,6 +66,16 @@ std::span<const NamedPattern> FailOnSet(std::string_view name) {
   return {};
 }
 
-std::string_view FailOnSetNames() { return "vllm, hf"; }
+void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch) {
+  for (const NamedPattern& p : FailOnSet(name)) {
+    FailPattern pattern;
+    pattern.pattern = std::string(p.pattern);
+    pattern.pos = pos;
+    pattern.explanation = std::string(p.explanation);
+    pattern.fatal = !p.retryable;
+    pattern.set = std::string(name);
+    watch.fail_on.push_back(std::move(pattern));
+  }
+}
 
 }  // namespace deployd

@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "deployd/plan.h"
+
 namespace deployd {
 
 struct NamedPattern {
@@ -18,8 +20,10 @@ struct NamedPattern {
 
 // The set called `name`, or an empty span when there is none.
 std::span<const NamedPattern> FailOnSet(std::string_view name);
-// "vllm, hf": for messages.
-std::string_view FailOnSetNames();
+
+// Appends the set's patterns to `watch.fail_on` as `fail_on: NAME` gives them: each written at
+// `pos`, fatal unless a retry may succeed, and naming its set.
+void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch);
 
 }  // namespace deployd
 

@@ -1,6 +1,7 @@
 // The plan model: what a plan file (format v1, DESIGN.md §2) says once it has been parsed,
 // validated and had its ${variables} substituted. Every value here is final; nothing downstream
-// re-parses strings. Plain data, no behaviour; safe to copy between threads (there is one).
+// re-parses strings. Plain data, no behaviour beyond the kinds' names; safe to copy between
+// threads (there is one).
 #ifndef DEPLOYD_PLAN_H_
 #define DEPLOYD_PLAN_H_
 
@@ -9,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace deployd {
@@ -48,6 +50,11 @@ enum class CheckKind {
   kProcess,
   kGpusFree,
 };
+
+// The names a plan writes a kind with (`http:`, `download:`); messages and JSON use the same
+// names. ToString gives "unknown" for a value outside the enum.
+std::string_view ToString(CheckKind kind);
+std::optional<CheckKind> ParseCheckKind(std::string_view name);
 
 // `http` JSON expectation: the value(s) at a dotted path ("data.*.id"; `*` fans out over an
 // array's elements or an object's members, a number indexes an array) must equal `value`, or
@@ -153,6 +160,9 @@ struct Watch {
 // interruption converges to the same state. They run in a child process (deployd --action),
 // never on the daemon's thread.
 enum class ActionKind { kRun, kApproval, kService, kKill, kGpusFree, kRemove, kDownload };
+
+std::string_view ToString(ActionKind kind);
+std::optional<ActionKind> ParseActionKind(std::string_view name);
 
 // `service`: a systemd unit brought to a state. With `exec` deployd writes the unit file
 // itself (vLLM-safe defaults) before `daemon-reload`.

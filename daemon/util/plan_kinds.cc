@@ -1,0 +1,60 @@
+// The names of the check and action kinds (deployd/plan.h): one table each, in enum order.
+#include <array>
+#include <utility>
+
+#include "deployd/plan.h"
+
+namespace deployd {
+namespace {
+
+constexpr std::array<std::pair<CheckKind, std::string_view>, 11> kCheckNames = {{
+    {CheckKind::kRun, "run"},
+    {CheckKind::kHttp, "http"},
+    {CheckKind::kTcp, "tcp"},
+    {CheckKind::kFile, "file"},
+    {CheckKind::kCommand, "command"},
+    {CheckKind::kDiskFree, "disk_free"},
+    {CheckKind::kPortFree, "port_free"},
+    {CheckKind::kWeightsComplete, "weights_complete"},
+    {CheckKind::kService, "service"},
+    {CheckKind::kProcess, "process"},
+    {CheckKind::kGpusFree, "gpus_free"},
+}};
+
+constexpr std::array<std::pair<ActionKind, std::string_view>, 7> kActionNames = {{
+    {ActionKind::kRun, "run"},
+    {ActionKind::kApproval, "approval"},
+    {ActionKind::kService, "service"},
+    {ActionKind::kKill, "kill"},
+    {ActionKind::kGpusFree, "gpus_free"},
+    {ActionKind::kRemove, "remove"},
+    {ActionKind::kDownload, "download"},
+}};
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [e, name] : table)
+    if (e == value) return name;
+  return "unknown";
+}
+
+template <typename E, size_t N>
+std::optional<E> ValueOf(const std::array<std::pair<E, std::string_view>, N>& table,
+                         std::string_view name) {
+  for (const auto& [e, n] : table)
+    if (n == name) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view ToString(CheckKind kind) { return NameOf(kCheckNames, kind); }
+std::string_view ToString(ActionKind kind) { return NameOf(kActionNames, kind); }
+std::optional<CheckKind> ParseCheckKind(std::string_view name) {
+  return ValueOf(kCheckNames, name);
+}
+std::optional<ActionKind> ParseActionKind(std::string_view name) {
+  return ValueOf(kActionNames, name);
+}
+
+}  // namespace deployd
