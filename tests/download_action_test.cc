@@ -24,9 +24,8 @@ namespace json = boost::json;
 
 namespace {
 
-// Absolute: the stand-in is linked to from a temporary directory, and __FILE__ is relative to
-// the build directory when the compiler is given relative paths (ccache's CCACHE_BASEDIR).
-const fs::path kStandins = fs::absolute(fs::path(__FILE__).parent_path() / "standins");
+// Absolute: the stand-in is linked to from a temporary directory.
+const fs::path kStandins = fs::path(DEPLOYD_SOURCE_DIR) / "tests" / "standins";
 
 // An environment variable set for the test and put back afterwards.
 class EnvOverride {

@@ -31,7 +31,7 @@ using Catch::Matchers::StartsWith;
 namespace {
 
 // CMake compiles tests by absolute path, so the stand-ins sit beside this file.
-const fs::path kStandins = fs::path(__FILE__).parent_path() / "standins";
+const fs::path kStandins = fs::path(DEPLOYD_SOURCE_DIR) / "tests" / "standins";
 
 std::optional<std::string> GetEnv(const char* name) {
   const char* value = std::getenv(name);
