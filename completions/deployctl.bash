@@ -46,7 +46,8 @@ _deployctl() {
   local prev=
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
-  local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume approve"
+  local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
+  verbs+=" approve"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()

@@ -136,36 +136,38 @@ function __deployctl_plans
 end
 
 set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve
+set -l top "not __fish_seen_subcommand_from $verbs"
+set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
 
 # Before the command.
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -l socket -r -F -d "deployd's socket"
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -l version -d 'Print the version and exit'
+complete -c deployctl -n $top -l socket -r -F -d "deployd's socket"
+complete -c deployctl -n $top -l version -d 'Print the version and exit'
 complete -c deployctl -s h -l help -d 'Print help and exit'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a validate -d 'Check plans without running them (offline)'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a apply -d 'Start a run of a plan; prints the run id first'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a plan -d 'Dry run: the resolved steps, and which checks pass now'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a runs -d 'List runs, newest first'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a status -d 'Show a run and its steps'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a watch -d 'Show a run live until it ends'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a logs -d "Print the output of a run's steps"
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a why -d 'Show the evidence of a failed run'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a cancel -d 'Stop a run: its running step and all after it'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a retry -d 'Run a failed or cancelled run again from a step'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a skip -d 'Mark a step skipped and let its run go on'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a pause -d 'Start no new step until resumed'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a resume -d 'Let a paused run go on'
-complete -c deployctl -n "not __fish_seen_subcommand_from $verbs" -a approve -d 'Let an approval step that is waiting go on'
+complete -c deployctl -n $top -a validate -d 'Check plans without running them (offline)'
+complete -c deployctl -n $top -a apply -d 'Start a run of a plan; prints the run id first'
+complete -c deployctl -n $top -a plan -d 'Dry run: the resolved steps, and which checks pass now'
+complete -c deployctl -n $top -a runs -d 'List runs, newest first'
+complete -c deployctl -n $top -a status -d 'Show a run and its steps'
+complete -c deployctl -n $top -a watch -d 'Show a run live until it ends'
+complete -c deployctl -n $top -a logs -d "Print the output of a run's steps"
+complete -c deployctl -n $top -a why -d 'Show the evidence of a failed run'
+complete -c deployctl -n $top -a cancel -d 'Stop a run: its running step and all after it'
+complete -c deployctl -n $top -a retry -d 'Run a failed or cancelled run again from a step'
+complete -c deployctl -n $top -a skip -d 'Mark a step skipped and let its run go on'
+complete -c deployctl -n $top -a pause -d 'Start no new step until resumed'
+complete -c deployctl -n $top -a resume -d 'Let a paused run go on'
+complete -c deployctl -n $top -a approve -d 'Let an approval step that is waiting go on'
 
 # Each command's flags.
-complete -c deployctl -n "__fish_seen_subcommand_from validate apply plan" -l var -x -d 'NAME=VALUE override'
-complete -c deployctl -n "__fish_seen_subcommand_from apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
-complete -c deployctl -n "__fish_seen_subcommand_from retry skip" -l wait -d 'Show progress until the run ends'
-complete -c deployctl -n "__fish_seen_subcommand_from plan status why" -l json -d 'Print one JSON object'
-complete -c deployctl -n "__fish_seen_subcommand_from runs" -l json -d 'Print a JSON array'
-complete -c deployctl -n "__fish_seen_subcommand_from watch" -l json -d 'Print the follow stream, one JSON object per line'
-complete -c deployctl -n "__fish_seen_subcommand_from logs" -s f -l follow -d "Print STEP's output as it grows"
-complete -c deployctl -n "__fish_seen_subcommand_from logs" -l json -d 'Print JSON'
+complete -c deployctl -n "$after validate apply plan" -l var -x -d 'NAME=VALUE override'
+complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
+complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
+complete -c deployctl -n "$after plan status why" -l json -d 'Print one JSON object'
+complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'
+complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
+complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"
+complete -c deployctl -n "$after logs" -l json -d 'Print JSON'
 
 # Positionals: plan files, run ids, step ids.
 complete -c deployctl -n "__deployctl_wants plan" -k -a "(__deployctl_plans)"

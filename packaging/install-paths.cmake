@@ -25,9 +25,11 @@ file(REMOVE_RECURSE "${stage}")
 # The repository's unit names /usr/local/bin/deployd (tests/systemd runs it so); the installed
 # one names the binary this install puts in place, and the man pages.
 file(READ "${DEPLOYD_SOURCE_DIR}/systemd/deployd.service" unit)
+set(pages "man:deployd(8) man:deployd.yaml(5) man:deployd-plan(5) man:deployctl(1)")
+set(readme "file:///usr/share/doc/deployd/README.md")
 foreach(pair
     "ExecStart=/usr/local/bin/deployd|ExecStart=${sbindir}/deployd"
-    "Documentation=file:///usr/share/doc/deployd/README.md|Documentation=man:deployd(8) man:deployd.yaml(5) man:deployd-plan(5) man:deployctl(1)\nDocumentation=file://${docdir}/README.md")
+    "Documentation=${readme}|Documentation=${pages}\nDocumentation=file://${docdir}/README.md")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 from)
   list(GET pair 1 to)

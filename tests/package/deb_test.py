@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""The .deb, built and installed into a fresh Debian 12 root, then removed and purged.
+"""The .deb, built, installed into a fresh Debian 12 root running real systemd, started by the
+administrator, then removed and purged.
 
-Builds the package with the build tree's CPack (`cpack -G DEB`), and installs it with dpkg into
-an overlay of the cached root of tests/systemd/systemd_host.py (a minimal Debian 12 made with
-debootstrap; the overlay keeps the cache read-only and shows exactly what changed). Commands run
-inside it with systemd-nspawn, as a plain container (no boot). It checks:
+Builds the package with the build tree's CPack (`cpack -G DEB`), and boots an overlay of the
+cached root of tests/systemd/systemd_host.py (a minimal Debian 12 made with debootstrap, with
+systemd 252; the overlay keeps the cache read-only and shows exactly what changed) with
+`systemd-nspawn -b`. Inside it, it checks:
 
   - `dpkg -i` installs it with no --force: the root has every library its Depends names
-  - `deployd --version` and `deployctl --version` answer, and the two talk over a socket
-  - the unit is /usr/lib/systemd/system/deployd.service with ExecStart=/usr/sbin/deployd, and
-    `systemd-analyze verify` passes on it; every man page its Documentation= names is there
+  - `deployd --version` and `deployctl --version` answer
+  - the unit is /usr/lib/systemd/system/deployd.service with ExecStart=/usr/sbin/deployd,
+    `systemd-analyze verify` passes on it, and every man page its Documentation= names is
+    there; systemd knows it (postinst's daemon-reload) and it is neither enabled nor started
   - the four man pages are installed (gzip) and render without warnings (`man --warnings`),
     naming /usr paths; the completions, the schema, the docs and sysusers.d/deployd.conf are
     there; the `deploy` group exists; /etc/deployd/deployd.yaml is a conffile
-  - the administrator's `systemctl enable deployd` works; nothing was enabled or started
-    before it
-  - `dpkg -r` removes every file but the conffile; `dpkg -P` then leaves nothing but the
-    dpkg database, its log, the group, and the file the administrator made in /etc/deployd
+  - the administrator's `systemctl enable --now deployd` starts it (Type=notify: ready), and
+    `deployctl` reaches it on the default socket and carries out a plan
+  - `dpkg -r` stops the service and removes every file but the conffile; `dpkg -P` then leaves
+    nothing but the dpkg database, its log, the group, and the file the administrator made in
+    /etc/deployd
 
 Usage: deb_test.py BUILD_DIR CPACK   (CTest: package.deb_installs). Exits 77 (skipped) with
-the reason when the root cannot be made here (not root, no systemd-nspawn or debootstrap, no
-Debian mirror, no overlayfs), as the systemd tests do.
+the reason when the root cannot be made or booted here (not root, no systemd-nspawn or
+debootstrap, no Debian mirror, no overlayfs), as the systemd tests do.
 """
 
 import gzip
@@ -31,6 +34,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "systemd"))
@@ -47,11 +51,19 @@ INSTALLED = ["usr/sbin/deployd", "usr/bin/deployctl", "usr/lib/systemd/system/de
              "usr/share/zsh/vendor-completions/_deployctl",
              "usr/share/fish/vendor_completions.d/deployctl.fish"] + [
                  "usr/share/man/" + page for page in MAN_PAGES]
-# What may differ from the pristine root once the package is purged: dpkg's own database and
-# log, the `deploy` group (system groups stay), and what the administrator made.
+# What may differ, once the package is purged, from the root as it was booted: dpkg's own
+# database and log, the `deploy` group (system groups stay), and what the administrator made.
 ALLOWED_AFTER_PURGE = [r"var/lib/dpkg(/.*)?", r"var/log/(dpkg|alternatives)\.log",
                        r"etc/(group|gshadow)-?", r"etc/\.pwd\.lock", r"etc/deployd",
                        r"etc/deployd/hf-token"]
+BOOT_TIMEOUT = 60.0
+PLAN = """\
+version: 1
+name: hello
+steps:
+  - id: hello
+    run: [sh, -c, 'echo hello from $(cat /proc/1/comm)']
+"""
 
 
 class Failure(Exception):
@@ -59,14 +71,17 @@ class Failure(Exception):
 
 
 class Root:
-    """An overlay of the cached root: lower the cache (never written), upper what changed."""
+    """An overlay of the cached root (lower: the cache, never written; upper: what changed),
+    booted with systemd-nspawn; commands run in it with nsenter, as systemd_host does."""
 
     def __init__(self, cached, work):
         self.lower = cached
         self.upper = os.path.join(work, "upper")
         self.merged = os.path.join(work, "merged")
+        self.package_dir = os.path.join(work, "deb")
+        self.console = os.path.join(work, "console.log")
         scratch = os.path.join(work, "overlay-work")
-        for d in (self.upper, self.merged, scratch):
+        for d in (self.upper, self.merged, scratch, self.package_dir):
             os.makedirs(d)
         cp = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
                              "lowerdir=%s,upperdir=%s,workdir=%s" % (cached, self.upper, scratch),
@@ -74,47 +89,70 @@ class Root:
         if cp.returncode != 0:
             raise systemd_host.Unavailable("cannot mount an overlay of %s: %s"
                                            % (cached, cp.stderr.strip()))
-        self.package_dir = None
+        self.mounted = True
+        self.state = None
+
+    def boot(self):
+        # /mnt (the .deb) is a directory the root has, so the bind leaves nothing behind.
+        argv = ["systemd-nspawn", "--register=no", "--keep-unit", "--console=pipe", "--quiet",
+                "-b", "-D", self.merged, "--machine=deployd-deb-%d" % os.getpid(),
+                "--resolv-conf=off", "--timezone=off", "--link-journal=no",
+                "--bind-ro=%s:/mnt" % self.package_dir]
+        with open(self.console, "wb") as console:
+            leader = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.state = {"leader_pid": leader.pid}
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        last = ""
+        while time.monotonic() < deadline and leader.poll() is None:
+            inits = systemd_host._children(leader.pid)
+            if inits:
+                self.state["init_pid"] = inits[0]
+                code, out, _ = self.run("systemctl is-system-running", check=False)
+                last = out.strip()
+                if last in ("running", "degraded"):
+                    return
+            time.sleep(0.1)
+        raise systemd_host.Unavailable("the root did not boot to 'running' within %.0fs (%s):\n%s"
+                                       % (BOOT_TIMEOUT, last or "no init",
+                                          read(self.console)[-600:]))
 
     def close(self):
-        subprocess.run(["umount", self.merged], capture_output=True)
+        if self.state:
+            systemd_host.power_off(self.state)
+        if self.mounted:
+            subprocess.run(["umount", self.merged], capture_output=True)
 
     def path(self, relative):
         return os.path.join(self.merged, relative)
 
     def run(self, script, check=True):
-        """Runs a shell script inside the root (systemd-nspawn, no boot); returns its output."""
-        argv = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit",
-                "--machine=deployd-deb-%d" % os.getpid(), "--resolv-conf=off",
-                "--timezone=off", "--link-journal=no", "--console=pipe", "-D", self.merged]
-        if self.package_dir:
-            # /mnt: a directory the root has, so that the bind leaves nothing behind.
-            argv.append("--bind-ro=%s:/mnt" % self.package_dir)
-        cp = subprocess.run(argv + ["/bin/sh", "-c", script], capture_output=True, text=True,
-                            timeout=300, stdin=subprocess.DEVNULL)
-        # nspawn's own note about the propagation directory of a plain directory is not ours.
-        err = "\n".join(l for l in cp.stderr.splitlines()
-                        if "/run/systemd/nspawn/propagate" not in l)
+        """Runs a shell script inside the booted root; returns (exit status, stdout, stderr)."""
+        cp = subprocess.run(["nsenter", "-t", str(self.state["init_pid"]), "-a", "/bin/sh", "-c",
+                             script], capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL,
+                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"})
         if check and cp.returncode != 0:
-            raise Failure("in the root: %s\nexit %d\n%s%s" % (script, cp.returncode, cp.stdout, err))
-        return cp.returncode, cp.stdout, err
+            raise Failure("in the root: %s\nexit %d\n%s%s" % (script, cp.returncode, cp.stdout,
+                                                               cp.stderr))
+        return cp.returncode, cp.stdout, cp.stderr
 
     def changed(self):
-        """What differs from the cached root: relative paths, each with what it is."""
-        found = []
+        """What differs from the cached root: relative path -> what it is."""
+        found = {}
         for top, dirs, files in os.walk(self.upper):
             for name in dirs + files:
                 full = os.path.join(top, name)
                 rel = os.path.relpath(full, self.upper)
                 st = os.lstat(full)
                 if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                    found.append((rel, "deleted"))
+                    found[rel] = "deleted"
                 elif stat.S_ISDIR(st.st_mode):
                     # A directory copied up because something under it changed is not new.
                     if not os.path.lexists(os.path.join(self.lower, rel)):
-                        found.append((rel, "new directory"))
+                        found[rel] = "new directory"
                 else:
-                    found.append((rel, "file"))
+                    found[rel] = "file"
         return found
 
 
@@ -148,6 +186,7 @@ def test(root, deb, version):
     print(fields.strip())
     check(re.search(r"^Depends: .*libc6", fields, re.M), "no Depends: computed:\n" + fields)
     check(re.search(r"^Section: admin$", fields, re.M), "Section is not admin")
+    before = root.changed()  # what booting changed: not the package's
 
     # Install: no --force, so every Depends is met by the root's packages.
     _, out, err = root.run("dpkg -i /mnt/%s" % deb)
@@ -174,9 +213,16 @@ def test(root, deb, version):
     for doc in re.findall(r"file://(/\S+)", unit):
         check(os.path.isfile(root.path(doc.lstrip("/"))), "Documentation=file://%s: missing" % doc)
     code, out, err = root.run("systemd-analyze verify --man=no deployd.service", check=False)
-    noise = [l for l in (out + err).splitlines() if l and "Failed to connect to bus" not in l]
+    noise = [l for l in (out + err).splitlines() if l.strip()]
     check(code == 0 and not noise, "systemd-analyze verify deployd.service:\n%s" % "\n".join(noise))
-    print("unit: ExecStart=/usr/sbin/deployd, systemd-analyze verify: ok")
+    _, out, _ = root.run("systemctl show -P FragmentPath deployd.service; "
+                         "systemctl is-enabled deployd.service || true; "
+                         "systemctl is-active deployd.service || true")
+    # (Debian 12's /lib is /usr/lib, and systemd names it by its first search path.)
+    check(out.split() in (["/usr/lib/systemd/system/deployd.service", "disabled", "inactive"],
+                          ["/lib/systemd/system/deployd.service", "disabled", "inactive"]),
+          "after dpkg -i, systemd says (unit, enabled, active): %r" % out)
+    print("unit: ExecStart=/usr/sbin/deployd, systemd-analyze verify: ok; disabled, inactive")
 
     # Man pages render without warnings and name the package's paths.
     for page in MAN_PAGES:
@@ -196,25 +242,30 @@ def test(root, deb, version):
           "deployd-plan(5) does not name the installed schema")
     print("man pages: %s" % ", ".join(MAN_PAGES))
 
-    # The package enabled and started nothing; the administrator enables it.
-    check(not os.path.lexists(root.path("etc/systemd/system/multi-user.target.wants/"
-                                        "deployd.service")), "the package enabled deployd")
-    root.run("systemctl enable deployd.service")
-    check(os.path.lexists(root.path("etc/systemd/system/multi-user.target.wants/"
-                                    "deployd.service")), "systemctl enable made no link")
-    # The installed binaries work together, as root with the default paths: the daemon makes
-    # /var/lib/deployd, deployctl finds it on /run/deployd/deployd.sock.
-    _, out, _ = root.run("deployd 2>/tmp/deployd.log & pid=$!; "
-                         "for i in $(seq 100); do [ -S /run/deployd/deployd.sock ] && break; "
-                         "sleep 0.1; done; deployctl runs; code=$?; kill $pid; wait $pid; "
-                         "exit $code")
-    check(out.startswith("RUN"), "deployctl runs against the installed deployd: %r" % out)
+    # The administrator starts it; deployctl finds it on the default socket, as root.
+    root.run("systemctl enable --now deployd.service")
+    _, out, _ = root.run("systemctl is-active deployd.service; systemctl is-enabled "
+                         "deployd.service; readlink /proc/$(systemctl show -P MainPID "
+                         "deployd.service)/exe")
+    check(out.split() == ["active", "enabled", "/usr/sbin/deployd"],
+          "after systemctl enable --now (active, enabled, binary): %r" % out)
+    # (The booted root's /tmp is its own tmpfs: the plan is written from inside.)
+    _, out, _ = root.run("cat > /tmp/hello.yaml <<'EOF'\n%sEOF\n"
+                         "deployctl apply /tmp/hello.yaml --wait && deployctl logs hello-1 hello"
+                         % PLAN)
+    check("run hello-1 succeeded" in out and "hello from systemd" in out,
+          "a run through the packaged service:\n" + out)
     check(os.path.isfile(root.path("var/lib/deployd/deployd.db")), "no /var/lib/deployd/deployd.db")
+    print("systemctl enable --now deployd: active; a plan ran through it")
     # Something of the administrator's own, which no removal may take.
     with open(root.path("etc/deployd/hf-token"), "w") as f:
         f.write("secret\n")
 
     root.run("dpkg -r deployd")
+    _, out, _ = root.run("systemctl is-active deployd.service || true; "
+                         "systemctl show -P LoadState deployd.service")
+    check(out.split() == ["inactive", "not-found"],
+          "after dpkg -r, systemd says (active, loaded): %r" % out)
     for rel in INSTALLED:
         if rel == "etc/deployd/deployd.yaml":
             check(os.path.isfile(root.path(rel)), "dpkg -r removed the conffile")
@@ -223,12 +274,14 @@ def test(root, deb, version):
     root.run("dpkg -P deployd")
     _, out, _ = root.run("dpkg-query -W -f='${Status}' deployd 2>&1 || true")
     check("installed" not in out or "not-installed" in out, "still known to dpkg: %r" % out)
-    left = [(rel, what) for rel, what in root.changed()
-            if not any(re.fullmatch(p, rel) for p in ALLOWED_AFTER_PURGE)]
+    left = [(rel, what) for rel, what in sorted(root.changed().items())
+            if before.get(rel) != what
+            and not any(re.fullmatch(p, rel) for p in ALLOWED_AFTER_PURGE)]
     check(not left, "after dpkg -P, changed from the fresh root:\n"
-          + "\n".join("  /%s (%s)" % item for item in sorted(left)))
+          + "\n".join("  /%s (%s)" % item for item in left))
     check(os.path.isfile(root.path("etc/deployd/hf-token")), "the purge took the admin's file")
-    print("dpkg -r, dpkg -P: clean (only dpkg's database, the group and the admin's file remain)")
+    print("dpkg -r: stopped and removed; dpkg -P: clean (only dpkg's database, the group and "
+          "the admin's file remain)")
 
 
 def main(argv):
@@ -247,8 +300,8 @@ def main(argv):
     root = None
     try:
         root = Root(cached, work)
-        root.package_dir = os.path.join(work, "deb")
         deb = build_package(build_dir, cpack, root.package_dir)
+        root.boot()
         test(root, deb, version)
     except systemd_host.Unavailable as e:
         print("package test skipped: %s" % e)
