@@ -1,0 +1,150 @@
+# bash completion for deployctl(1), the client of deployd.
+#
+# Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
+# step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
+# `deployctl status RUN --json`, asked of the daemon that the command line names (its
+# --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
+# complete to nothing and nothing is printed. Needs no bash-completion helpers.
+# Installed as share/bash-completion/completions/deployctl.
+
+# The "id" strings of the JSON objects at nesting depth $1 on stdin: 2 for the runs of
+# `runs --json` (an array of objects), 3 for the steps of `status --json`. Strings are split
+# out first, so braces and quotes inside them (a reason, an excerpt) do not count.
+_deployctl_json_ids() {
+  awk -v want="$1" '
+    { text = text $0 "\n" }
+    END {
+      gsub(/\\\\/, "__", text)
+      gsub(/\\"/, "__", text)
+      n = split(text, part, "\"")
+      depth = 0
+      for (i = 1; i <= n; i++) {
+        if (i % 2 == 1) {
+          depth += gsub(/[[{]/, "&", part[i]) - gsub(/[]}]/, "&", part[i])
+        } else if (part[i] == "id" && depth == want && i + 2 <= n &&
+                   part[i + 1] ~ /^[ \t\r\n]*:[ \t\r\n]*$/) {
+          print part[i + 2]
+        }
+      }
+    }'
+}
+
+# Runs the deployctl being completed ($1, as typed) with the rest of the arguments, briefly
+# and silently: a daemon that is down or slow gives no output, not an error.
+_deployctl_ask() {
+  local program=${1/#\~/$HOME}
+  shift
+  if command -v timeout >/dev/null 2>&1; then
+    timeout 3 "$program" "$@" 2>/dev/null </dev/null
+  else
+    "$program" "$@" 2>/dev/null </dev/null
+  fi
+}
+
+_deployctl() {
+  local cur=${COMP_WORDS[COMP_CWORD]}
+  local prev=
+  ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
+  local program=${COMP_WORDS[0]}
+  local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
+  verbs+=" approve"
+  local -a socket=()
+  local verb= i=1 word
+  COMPREPLY=()
+
+  # Global options come before the command; --socket VALUE or --socket=VALUE (which bash
+  # splits at the '=').
+  while ((i < COMP_CWORD)); do
+    word=${COMP_WORDS[i]}
+    case $word in
+      --socket)
+        if [[ ${COMP_WORDS[i + 1]} == "=" ]]; then
+          socket=(--socket "${COMP_WORDS[i + 2]}")
+          ((i += 3))
+        else
+          socket=(--socket "${COMP_WORDS[i + 1]}")
+          ((i += 2))
+        fi
+        continue
+        ;;
+      -*) ;;
+      *)
+        verb=$word
+        break
+        ;;
+    esac
+    ((i++))
+  done
+
+  if [[ -z $verb ]]; then
+    if [[ $prev == --socket || ($prev == "=" && ${COMP_WORDS[COMP_CWORD - 2]} == --socket) ]]; then
+      [[ $cur == "=" ]] && cur=
+      compopt -o filenames 2>/dev/null
+      COMPREPLY=($(compgen -f -- "$cur"))
+    elif [[ $cur == -* ]]; then
+      COMPREPLY=($(compgen -W "--socket --help --version -h" -- "$cur"))
+    else
+      COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
+    fi
+    return 0
+  fi
+
+  # After the command: its positionals so far (--var takes a value).
+  local -a positionals=()
+  local skip=
+  for ((i = i + 1; i < COMP_CWORD; i++)); do
+    word=${COMP_WORDS[i]}
+    if [[ -n $skip ]]; then
+      skip=
+      continue
+    fi
+    case $word in
+      --var) skip=1 ;;
+      -*) ;;
+      *) positionals+=("$word") ;;
+    esac
+  done
+  [[ $prev == --var ]] && return 0
+
+  local flags="-h --help"
+  case $verb in
+    validate) flags+=" --var" ;;
+    apply) flags+=" --var --wait" ;;
+    plan) flags+=" --var --json" ;;
+    runs | status | why) flags+=" --json" ;;
+    watch) flags+=" --json" ;;
+    logs) flags+=" -f --follow --json" ;;
+    retry | skip) flags+=" --wait" ;;
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+    return 0
+  fi
+
+  local want=
+  case $verb:${#positionals[@]} in
+    validate:* | apply:0 | plan:0) want=plan ;;
+    status:0 | watch:0 | why:0 | cancel:0 | pause:0 | resume:0) want=run ;;
+    logs:0 | retry:0 | skip:0 | approve:0) want=run ;;
+    logs:1 | retry:1 | skip:1 | approve:1) want=step ;;
+  esac
+  local IFS=$'\n'
+  case $want in
+    plan)
+      compopt -o filenames 2>/dev/null
+      COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -X '!*.yaml' -- "$cur")
+        $(compgen -f -X '!*.yml' -- "$cur"))
+      ;;
+    run)
+      COMPREPLY=($(compgen -W "$(_deployctl_ask "$program" "${socket[@]}" runs --json |
+        _deployctl_json_ids 2)" -- "$cur"))
+      ;;
+    step)
+      COMPREPLY=($(compgen -W "$(_deployctl_ask "$program" "${socket[@]}" status \
+        "${positionals[0]}" --json | _deployctl_json_ids 3)" -- "$cur"))
+      ;;
+  esac
+  return 0
+}
+
+complete -F _deployctl deployctl

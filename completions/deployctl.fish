@@ -1,0 +1,175 @@
+# fish completion for deployctl(1), the client of deployd.
+#
+# Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
+# step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
+# `deployctl status RUN --json`, asked of the daemon that the command line names (its
+# --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
+# complete to nothing and nothing is printed.
+# Installed as share/fish/vendor_completions.d/deployctl.fish.
+
+# The "id" strings of the JSON objects at nesting depth $argv[1] on stdin: 2 for the runs of
+# `runs --json`, 3 for the steps of `status --json` (the same program as the bash completion;
+# fish reads \\ in single quotes as one backslash, so the regexes have twice as many).
+function __deployctl_json_ids
+    awk -v want=$argv[1] '
+    { text = text $0 "\n" }
+    END {
+      gsub(/\\\\\\\\/, "__", text)
+      gsub(/\\\\"/, "__", text)
+      n = split(text, part, "\"")
+      depth = 0
+      for (i = 1; i <= n; i++) {
+        if (i % 2 == 1) {
+          depth += gsub(/[[{]/, "&", part[i]) - gsub(/[]}]/, "&", part[i])
+        } else if (part[i] == "id" && depth == want && i + 2 <= n &&
+                   part[i + 1] ~ /^[ \t\r\n]*:[ \t\r\n]*$/) {
+          print part[i + 2]
+        }
+      }
+    }'
+end
+
+# Where the command line stands: the command (verb), the positionals after it, and the
+# --socket option before it. Prints "VERB", then "POSITION N" (the positional being completed,
+# from 1), then the socket option if any, one per line.
+function __deployctl_parse
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    set -l verb
+    set -l socket
+    set -l positionals
+    set -l skip
+    for t in $tokens
+        if test -n "$skip"
+            test "$skip" = socket; and set socket --socket $t
+            set skip
+            continue
+        end
+        switch $t
+            case --socket
+                set skip socket
+            case '--socket=*'
+                set socket --socket (string replace -- --socket= '' $t)
+            case --var
+                set skip var
+            case '-*'
+            case '*'
+                if test -z "$verb"
+                    set verb $t
+                else
+                    set -a positionals $t
+                end
+        end
+    end
+    echo $verb
+    echo (math (count $positionals) + 1)
+    printf '%s\n' $positionals
+end
+
+# Whether the word being completed is a KIND (plan, run or step).
+function __deployctl_wants --argument-names kind
+    set -l state (__deployctl_parse)
+    set -l verb $state[1]
+    set -l position $state[2]
+    switch $kind
+        case plan
+            contains -- $verb validate; and return 0
+            contains -- $verb apply plan; and test $position = 1
+        case run
+            contains -- $verb status watch why cancel pause resume logs retry skip approve
+            and test $position = 1
+        case step
+            contains -- $verb logs retry skip approve; and test $position = 2
+        case '*'
+            return 1
+    end
+end
+
+# The deployctl being completed, asked briefly and silently (a daemon that is down or slow
+# gives no output, not an error).
+function __deployctl_ask
+    set -l tokens (commandline -opc)
+    set -l program $tokens[1]
+    set -l socket
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --socket
+                set socket --socket $tokens[(math $i + 1)]
+                break
+            case '--socket=*'
+                set socket --socket (string replace -- --socket= '' $tokens[$i])
+                break
+            case '-*'
+            case '*'
+                break
+        end
+        set i (math $i + 1)
+    end
+    if command -q timeout
+        timeout 3 $program $socket $argv 2>/dev/null </dev/null
+    else
+        $program $socket $argv 2>/dev/null </dev/null
+    end
+end
+
+function __deployctl_runs
+    __deployctl_ask runs --json | __deployctl_json_ids 2
+end
+
+function __deployctl_steps
+    set -l state (__deployctl_parse)
+    set -q state[3]; or return
+    __deployctl_ask status $state[3] --json | __deployctl_json_ids 3
+end
+
+# Directories, and files named *.yaml or *.yml, that start with the word being completed.
+function __deployctl_plans
+    set -l token (commandline -ct)
+    for path in $token*
+        if test -d $path
+            echo $path/
+        else if string match -qr '\.ya?ml$' -- $path
+            echo $path
+        end
+    end
+end
+
+set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve
+set -l top "not __fish_seen_subcommand_from $verbs"
+set -l after __fish_seen_subcommand_from
+complete -c deployctl -f
+
+# Before the command.
+complete -c deployctl -n $top -l socket -r -F -d "deployd's socket"
+complete -c deployctl -n $top -l version -d 'Print the version and exit'
+complete -c deployctl -s h -l help -d 'Print help and exit'
+complete -c deployctl -n $top -a validate -d 'Check plans without running them (offline)'
+complete -c deployctl -n $top -a apply -d 'Start a run of a plan; prints the run id first'
+complete -c deployctl -n $top -a plan -d 'Dry run: the resolved steps, and which checks pass now'
+complete -c deployctl -n $top -a runs -d 'List runs, newest first'
+complete -c deployctl -n $top -a status -d 'Show a run and its steps'
+complete -c deployctl -n $top -a watch -d 'Show a run live until it ends'
+complete -c deployctl -n $top -a logs -d "Print the output of a run's steps"
+complete -c deployctl -n $top -a why -d 'Show the evidence of a failed run'
+complete -c deployctl -n $top -a cancel -d 'Stop a run: its running step and all after it'
+complete -c deployctl -n $top -a retry -d 'Run a failed or cancelled run again from a step'
+complete -c deployctl -n $top -a skip -d 'Mark a step skipped and let its run go on'
+complete -c deployctl -n $top -a pause -d 'Start no new step until resumed'
+complete -c deployctl -n $top -a resume -d 'Let a paused run go on'
+complete -c deployctl -n $top -a approve -d 'Let an approval step that is waiting go on'
+
+# Each command's flags.
+complete -c deployctl -n "$after validate apply plan" -l var -x -d 'NAME=VALUE override'
+complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
+complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
+complete -c deployctl -n "$after plan status why" -l json -d 'Print one JSON object'
+complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'
+complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
+complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"
+complete -c deployctl -n "$after logs" -l json -d 'Print JSON'
+
+# Positionals: plan files, run ids, step ids.
+complete -c deployctl -n "__deployctl_wants plan" -k -a "(__deployctl_plans)"
+complete -c deployctl -n "__deployctl_wants run" -a "(__deployctl_runs)" -d run
+complete -c deployctl -n "__deployctl_wants step" -a "(__deployctl_steps)" -d step
