@@ -115,9 +115,13 @@ def ensure_root():
             if not os.path.lexists(link):
                 os.symlink("/dev/null", link)
         open(os.path.join(partial, ".ready"), "w").close()
-        for stale in os.listdir(CACHE):  # roots of earlier package lists
+        for stale in os.listdir(CACHE):  # roots (and their logs) of earlier package lists
+            path = os.path.join(CACHE, stale)
             if stale.startswith("bookworm-") and not stale.startswith(os.path.basename(root)):
-                shutil.rmtree(os.path.join(CACHE, stale), ignore_errors=True)
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
         os.rename(partial, root)
         return root
 
