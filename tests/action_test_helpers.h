@@ -26,6 +26,7 @@
 
 #include "actions/builtin_action.h"
 #include "process/process_table.h"
+#include "test_support.h"
 
 extern char** environ;
 
@@ -38,29 +39,6 @@ inline std::string StandinsDir() {
 inline std::string Token(const std::string& name) {
   return "deployd-action-test-" + std::to_string(::getpid()) + "-" + name;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/deployd_action_test.XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  void Write(const std::string& name, const std::string& text) const {
-    std::ofstream(File(name)) << text;
-  }
-
- private:
-  std::string path_;
-};
 
 // Sets environment variables for one test and restores them afterwards.
 class ScopedEnv {

@@ -19,36 +19,16 @@
 #include "process/process_exit_watch.h"
 #include "process/process_identity.h"
 #include "process/supervisor_record.h"
+#include "test_support.h"
 #include "util/atomic_file.h"
 
 using namespace deployd;
 namespace asio = boost::asio;
 
+using deployd::testing::ReadFile;
+using deployd::testing::TempDir;
+
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/deployd_background_test.XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 template <typename Predicate>
 void RunUntil(asio::io_context& io, Predicate done) {

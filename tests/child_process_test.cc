@@ -8,8 +8,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "test_support.h"
+
 using namespace deployd;
 namespace asio = boost::asio;
+
+using deployd::testing::ReadFile;
+using deployd::testing::TempDir;
 
 namespace {
 
@@ -31,13 +36,6 @@ Ran RunToEnd(const SpawnOptions& options) {
   ran.child = started.value();
   io.run();
   return ran;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

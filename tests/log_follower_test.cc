@@ -13,29 +13,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_support.h"
 #include "util/line_splitter.h"
 
 using namespace deployd;
 namespace asio = boost::asio;
 
+using deployd::testing::ReadFile;
+using deployd::testing::TempDir;
+
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/deployd_log_follower_test.XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 void Append(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::app | std::ios::binary);

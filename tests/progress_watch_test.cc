@@ -152,28 +152,6 @@ TEST_CASE("tracker: the ETA from the pace of the fraction when no total is known
   CHECK(*s.eta_s == Approx(80));
 }
 
-TEST_CASE("progress JSON: the binding field names, nulls for the unknown") {
-  ProgressSnapshot s;
-  s.done = 8;
-  s.total = 140;
-  s.fraction = 8.0 / 140;
-  s.last_progress_at_ms = 1764519000000;
-  s.at_ms = 1764519001000;
-  CHECK(boost::json::serialize(ProgressToJson(s)) ==
-        R"({"bytes":null,"total_bytes":null,"done":8,"total":140,"fraction":5.71E-2,)"
-        R"("rate_bps":null,"eta_s":null,"last_progress_at_ms":1764519000000,)"
-        R"("at_ms":1764519001000})");
-  s.bytes = 1288490189;
-  s.total_bytes = 2576980378;
-  s.rate_bps = 1234.4;
-  s.eta_s = 10.2;
-  boost::json::object o = ProgressToJson(s);
-  CHECK(o["bytes"] == 1288490189);
-  CHECK(o["total_bytes"] == 2576980378);
-  CHECK(o["rate_bps"] == 1234);
-  CHECK(o["eta_s"] == 11);
-}
-
 TEST_CASE("watch: samples a real directory on its timer and reports a stall once") {
   TempDir dir;
   dir.Write(".cache/huggingface/download/a.incomplete", 10);

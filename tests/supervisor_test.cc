@@ -21,34 +21,14 @@
 #include "process/process_identity.h"
 #include "process/spawn.h"
 #include "process/supervisor_record.h"
+#include "test_support.h"
 
 using namespace deployd;
 
+using deployd::testing::ReadFile;
+using deployd::testing::TempDir;
+
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/deployd_supervisor_test.XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Supervised {
   Spawned spawned;

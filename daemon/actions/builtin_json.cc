@@ -10,26 +10,6 @@ namespace deployd {
 
 namespace json = boost::json;
 
-std::string_view ActionKindName(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kRun:
-      return "run";
-    case ActionKind::kApproval:
-      return "approval";
-    case ActionKind::kService:
-      return "service";
-    case ActionKind::kKill:
-      return "kill";
-    case ActionKind::kGpusFree:
-      return "gpus_free";
-    case ActionKind::kRemove:
-      return "remove";
-    case ActionKind::kDownload:
-      return "download";
-  }
-  return "unknown";
-}
-
 std::string DescribeAction(const Step& step) {
   auto join = [](const std::vector<std::string>& v, std::string_view sep) {
     std::string out;
@@ -78,7 +58,7 @@ std::string DescribeAction(const Step& step) {
 
 std::string ActionRequestJson(const Step& step, const ActionContext& context) {
   json::object o;
-  o["kind"] = ActionKindName(step.kind);
+  o["kind"] = ToString(step.kind);
   o["secrets"] = JsonStrings(step.secrets);
   o["unit_dir"] = context.unit_dir;
   o["allowed_roots"] = JsonStrings(context.allowed_roots);
@@ -139,10 +119,10 @@ Result<BuiltinRequest> ParseActionRequest(std::string_view text) {
   JsonFields r{parsed.value()};
   BuiltinRequest q;
   std::string kind = r.Str("kind");
-  for (ActionKind k : {ActionKind::kService, ActionKind::kKill, ActionKind::kGpusFree,
-                       ActionKind::kRemove, ActionKind::kDownload})
-    if (kind == ActionKindName(k)) q.kind = k;
-  if (q.kind == ActionKind::kRun) return Status::Error("unknown built-in action '" + kind + "'");
+  std::optional<ActionKind> parsed_kind = ParseActionKind(kind);
+  if (!parsed_kind || *parsed_kind == ActionKind::kRun || *parsed_kind == ActionKind::kApproval)
+    return Status::Error("unknown built-in action '" + kind + "'");
+  q.kind = *parsed_kind;
   q.secrets = r.Strs("secrets");
   q.context.unit_dir = r.Str("unit_dir");
   q.context.allowed_roots = r.Strs("allowed_roots");

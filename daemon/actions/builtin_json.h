@@ -31,7 +31,6 @@ struct BuiltinRequest {
 std::string ActionRequestJson(const Step& step, const ActionContext& context);
 Result<BuiltinRequest> ParseActionRequest(std::string_view text);
 
-std::string_view ActionKindName(ActionKind kind);
 // One line for `deployctl plan`: "kimi.service: started, enabled (unit file with …)".
 std::string DescribeAction(const Step& step);
 

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -32,7 +31,6 @@
 #include "util/line_splitter.h"
 #include "util/units.h"
 
-extern char** environ;
 
 namespace deployd {
 namespace {

@@ -12,34 +12,6 @@ constexpr size_t kCommandTextChars = 60;
 
 }  // namespace
 
-std::string_view CheckKindName(CheckKind kind) {
-  switch (kind) {
-    case CheckKind::kRun:
-      return "run";
-    case CheckKind::kHttp:
-      return "http";
-    case CheckKind::kTcp:
-      return "tcp";
-    case CheckKind::kFile:
-      return "file";
-    case CheckKind::kCommand:
-      return "command";
-    case CheckKind::kDiskFree:
-      return "disk_free";
-    case CheckKind::kPortFree:
-      return "port_free";
-    case CheckKind::kWeightsComplete:
-      return "weights_complete";
-    case CheckKind::kService:
-      return "service";
-    case CheckKind::kProcess:
-      return "process";
-    case CheckKind::kGpusFree:
-      return "gpus_free";
-  }
-  return "check";
-}
-
 std::string CommandText(const Command& command) {
   if (command.shell) return command.script;
   std::string text;
@@ -82,7 +54,7 @@ std::string TcpHost(const Check& check) { return check.host.empty() ? "127.0.0.1
 std::string BindHost(const Check& check) { return check.host.empty() ? "0.0.0.0" : check.host; }
 
 std::string CheckSubject(const Check& check) {
-  std::string kind(CheckKindName(check.kind));
+  std::string kind(ToString(check.kind));
   switch (check.kind) {
     case CheckKind::kRun:
       return kind + " '" + Utf8Excerpt(CommandText(check.command), kCommandTextChars) + "'";
@@ -138,7 +110,7 @@ std::string CheckTarget(const Check& check) {
 
 json::object CheckEvidence(const Check& check) {
   json::object evidence;
-  evidence["check"] = CheckKindName(check.kind);
+  evidence["check"] = ToString(check.kind);
   evidence["target"] = CheckTarget(check);
   return evidence;
 }

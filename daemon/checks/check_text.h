@@ -18,9 +18,6 @@ namespace deployd {
 // How much of a body or of a probe child's output evidence keeps.
 inline constexpr size_t kBodyExcerptBytes = 512;
 
-// "run", "http", "tcp", … as plans spell the kind.
-std::string_view CheckKindName(CheckKind kind);
-
 // The command as a shell would read it back: the script, or argv with words quoted as needed.
 std::string CommandText(const Command& command);
 

@@ -42,7 +42,7 @@ CheckOutcome ProbeWeights(const Check& check) {
     return MakeOutcome(check, false, result.status().message(), std::move(evidence));
   }
   json::object evidence = std::move(result->evidence);
-  evidence["check"] = CheckKindName(check.kind);
+  evidence["check"] = ToString(check.kind);
   // The library's summary reads "weights DIR: what was seen"; ours names the check kind.
   std::string detail = result->summary;
   std::string prefix = "weights " + check.path + ": ";

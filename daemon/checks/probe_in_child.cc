@@ -58,7 +58,7 @@ asio::awaitable<CheckOutcome> ProbeInChild(const Check& check) {
   outcome.summary = std::string(summary->as_string());
   if (const json::value* e = answer->if_contains("evidence"); e && e->is_object())
     outcome.evidence = e->as_object();
-  outcome.evidence["check"] = CheckKindName(check.kind);
+  outcome.evidence["check"] = ToString(check.kind);
   if (!outcome.evidence.contains("target")) outcome.evidence["target"] = CheckTarget(check);
   co_return outcome;
 }

@@ -18,29 +18,26 @@ GpuSelection GpuFromJson(const JsonFields& r) {
 
 std::string ProbeRequestJson(const Check& check) {
   json::object o;
+  o["kind"] = ToString(check.kind);
   switch (check.kind) {
     case CheckKind::kService:
-      o["kind"] = "service";
       o["unit"] = check.unit;
       o["state"] = check.unit_state;
       if (check.enabled) o["enabled"] = *check.enabled;
       break;
     case CheckKind::kProcess:
-      o["kind"] = "process";
       o["match"] = check.match;
       o["absent"] = check.absent;
       break;
     case CheckKind::kGpusFree:
-      o["kind"] = "gpus_free";
       o["gpu"] = GpuToJson(check.gpu);
       break;
     case CheckKind::kWeightsComplete:
-      o["kind"] = "weights_complete";
       o["path"] = check.path;
       o["sha256"] = JsonStringMap(check.sha256);
       break;
     default:
-      o["kind"] = "unsupported";
+      o["kind"] = "unsupported";  // not a probe that runs in a child
       break;
   }
   return json::serialize(o);
@@ -52,22 +49,21 @@ Result<Check> ParseProbeRequest(std::string_view text) {
   JsonFields r{parsed.value()};
   Check check;
   std::string kind = r.Str("kind");
-  if (kind == "service") {
-    check.kind = CheckKind::kService;
+  std::optional<CheckKind> parsed_kind = ParseCheckKind(kind);
+  if (!parsed_kind) return Status::Error("unknown probe kind '" + kind + "'");
+  check.kind = *parsed_kind;
+  if (check.kind == CheckKind::kService) {
     check.unit = r.Str("unit");
     check.unit_state = r.Str("state");
     if (const json::value* v = r.o.if_contains("enabled"); v && v->is_bool())
       check.enabled = v->as_bool();
-  } else if (kind == "process") {
-    check.kind = CheckKind::kProcess;
+  } else if (check.kind == CheckKind::kProcess) {
     check.match = r.Str("match");
     check.absent = r.Bool("absent", false);
-  } else if (kind == "gpus_free") {
-    check.kind = CheckKind::kGpusFree;
+  } else if (check.kind == CheckKind::kGpusFree) {
     if (const json::value* g = r.o.if_contains("gpu"); g && g->is_object())
       check.gpu = GpuFromJson(JsonFields{g->as_object()});
-  } else if (kind == "weights_complete") {
-    check.kind = CheckKind::kWeightsComplete;
+  } else if (check.kind == CheckKind::kWeightsComplete) {
     check.path = r.Str("path");
     check.sha256 = r.StrMap("sha256");
   } else {

@@ -10,10 +10,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "util/clock.h"
+
 namespace deployd {
 
 namespace asio = boost::asio;
-namespace json = boost::json;
 
 namespace {
 
@@ -51,20 +52,8 @@ std::int64_t SteadyMs() {
       .count();
 }
 
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 bool SameReading(const ProgressReading& a, const ProgressReading& b) {
   return a.label == b.label && a.done == b.done && a.total == b.total && a.fraction == b.fraction;
-}
-
-// Whole numbers stay whole in JSON ("8/140", not "8.0/140.0").
-json::value Number(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 9e15) return static_cast<std::int64_t>(v);
-  return v;
 }
 
 }  // namespace
@@ -263,28 +252,10 @@ ProgressSnapshot ProgressWatch::Snapshot() const { return WallSnapshot(SteadyMs(
 
 ProgressSnapshot ProgressWatch::WallSnapshot(std::int64_t now_ms) const {
   ProgressSnapshot s = tracker_.Snapshot(now_ms);
-  std::int64_t offset = WallMs() - now_ms;
+  std::int64_t offset = NowMs() - now_ms;
   s.last_progress_at_ms += offset;
   s.at_ms += offset;
   return s;
-}
-
-json::object ProgressToJson(const ProgressSnapshot& s) {
-  auto opt = [](const auto& v) -> json::value {
-    if (!v) return nullptr;
-    return Number(static_cast<double>(*v));
-  };
-  json::object o;
-  o["bytes"] = opt(s.bytes);
-  o["total_bytes"] = opt(s.total_bytes);
-  o["done"] = opt(s.done);
-  o["total"] = opt(s.total);
-  o["fraction"] = s.fraction ? json::value(std::round(*s.fraction * 1e4) / 1e4) : nullptr;
-  o["rate_bps"] = s.rate_bps ? Number(std::round(*s.rate_bps)) : nullptr;
-  o["eta_s"] = s.eta_s ? Number(std::ceil(*s.eta_s)) : nullptr;
-  o["last_progress_at_ms"] = s.last_progress_at_ms;
-  o["at_ms"] = s.at_ms;
-  return o;
 }
 
 }  // namespace deployd

@@ -17,7 +17,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/json/object.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -135,11 +134,6 @@ class ProgressWatch : public std::enable_shared_from_this<ProgressWatch> {
   std::int64_t next_ms_ = 0;
   bool stopped_ = false;
 };
-
-// The binding shape of a step's progress in `status --json` (steps[].progress) and in the
-// `follow` stream: {"bytes", "total_bytes", "done", "total", "fraction", "rate_bps", "eta_s",
-// "last_progress_at_ms", "at_ms"}; unknown values are null. Times are Unix milliseconds.
-boost::json::object ProgressToJson(const ProgressSnapshot& snapshot);
 
 }  // namespace deployd
 

@@ -43,7 +43,7 @@ asio::awaitable<json::array> ProbeAll(const std::vector<Check>& checks, bool& al
 asio::awaitable<json::object> StepToJson(const Step& step) {
   json::object o;
   o["id"] = step.id;
-  o["action"] = ActionKindName(step.kind);
+  o["action"] = ToString(step.kind);
   if (step.approval) {
     o["approval"] = *step.approval;
   } else if (step.kind != ActionKind::kRun) {

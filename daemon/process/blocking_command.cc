@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include "process/spawn.h"
 #include "util/units.h"
 
-extern char** environ;
 
 namespace deployd {
 namespace {

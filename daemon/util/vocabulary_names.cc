@@ -1,11 +1,34 @@
-// The names of the check and action kinds (deployd/plan.h): one table each, in enum order.
+// The names of the shared vocabulary's enums (include/deployd/): run and step states, check
+// and action kinds — one table each, read both ways.
 #include <array>
 #include <utility>
 
 #include "deployd/plan.h"
+#include "deployd/states.h"
 
 namespace deployd {
 namespace {
+
+constexpr std::array<std::pair<RunState, std::string_view>, 7> kRunNames = {{
+    {RunState::kPending, "pending"},
+    {RunState::kRunning, "running"},
+    {RunState::kPaused, "paused"},
+    {RunState::kWaiting, "waiting"},
+    {RunState::kSucceeded, "succeeded"},
+    {RunState::kFailed, "failed"},
+    {RunState::kCancelled, "cancelled"},
+}};
+
+constexpr std::array<std::pair<StepState, std::string_view>, 8> kStepNames = {{
+    {StepState::kPending, "pending"},
+    {StepState::kRunning, "running"},
+    {StepState::kVerifying, "verifying"},
+    {StepState::kSucceeded, "succeeded"},
+    {StepState::kFailed, "failed"},
+    {StepState::kSkipped, "skipped"},
+    {StepState::kCancelled, "cancelled"},
+    {StepState::kWaiting, "waiting"},
+}};
 
 constexpr std::array<std::pair<CheckKind, std::string_view>, 11> kCheckNames = {{
     {CheckKind::kRun, "run"},
@@ -47,6 +70,11 @@ std::optional<E> ValueOf(const std::array<std::pair<E, std::string_view>, N>& ta
 }
 
 }  // namespace
+
+std::string_view ToString(RunState state) { return NameOf(kRunNames, state); }
+std::string_view ToString(StepState state) { return NameOf(kStepNames, state); }
+std::optional<RunState> ParseRunState(std::string_view name) { return ValueOf(kRunNames, name); }
+std::optional<StepState> ParseStepState(std::string_view name) { return ValueOf(kStepNames, name); }
 
 std::string_view ToString(CheckKind kind) { return NameOf(kCheckNames, kind); }
 std::string_view ToString(ActionKind kind) { return NameOf(kActionNames, kind); }
