@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   run_options.retention = config.retention;
   run_options.unit_dir = config.unit_dir;
   run_options.allowed_roots = config.allowed_roots;
+  // Fault injection for the crash tests (tests/integration/test_crash.py): nothing else sets it.
+  if (const char* fault = std::getenv("DEPLOYD_FAULT"))
+    run_options.crash_before_start = std::string_view(fault) == "crash-before-start";
   run_options.on_activity = [&notifier](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
   };

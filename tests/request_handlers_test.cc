@@ -61,6 +61,7 @@ class Daemon {
     store_ = std::move(store.value());
     RunManagerOptions options;
     options.state_dir = dir_;
+    options.supervisor_exe = DEPLOYD_TEST_BIN;  // every action runs under the real supervisor
     runs_ = std::make_unique<RunManager>(io_.get_executor(), *store_, options);
   }
   ~Daemon() {
@@ -78,7 +79,10 @@ class Daemon {
     Result<json::object> request = DecodeRequest(line);
     if (!request.ok()) return ErrorAnswer(request.status().message());
     RequestContext context = Context();
-    return Answer(context, request.value());
+    std::optional<json::object> answer;
+    Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
+    RunUntil([&] { return answer.has_value(); });
+    return *answer;
   }
   json::object Ask(json::object request) {
     request["v"] = kProtocolVersion;

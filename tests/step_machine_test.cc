@@ -68,11 +68,12 @@ TEST_CASE("step machine: foreground step, no checks, last attempt") {
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "failed!"}};
+                      {"recover", "failed!"},
+                      {"reattach", "running"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "failed!"}};
+                        {"recover", "verifying:start-verify"}};
   CheckTable(f, table);
 }
 
@@ -94,7 +95,9 @@ TEST_CASE("step machine: skip_if and verify, attempts left") {
                       // on_stall: fail — a stall does not use the attempts left.
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      // Passing checks do not prove the action ran: not safe to repeat.
+                      {"recover", "failed!"},
+                      {"reattach", "running"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "pending:stop-action,schedule-retry"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
@@ -119,7 +122,8 @@ TEST_CASE("step machine: foreground service step whose journal is followed while
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      {"recover", "running:fire"},
+                      {"reattach", "running"}};
   // A fail_on line of the journal (vLLM's CUDA OOM) ends the wait for readiness.
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
@@ -146,14 +150,14 @@ TEST_CASE("step machine: background step with verify, last attempt") {
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"},
+                      {"recover", "failed!"},
                       {"reattach", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "verifying:start-verify"},
+                        {"recover", "failed!"},
                         {"reattach", "verifying:start-verify"}};
   CheckTable(f, table);
 }
@@ -177,7 +181,7 @@ TEST_CASE("step machine: recovering an idempotent background step without verify
   table["verifying"] = {{"action-failed", "failed:stop-verify,stop-action"},
                         {"stalled", "failed:stop-verify,stop-action"},
                         {"verify-passed", "succeeded"},
-                        {"verify-failed", "running:fire"},
+                        {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
                         {"recover", "running:fire"},
                         {"reattach", "succeeded"}};
@@ -202,14 +206,14 @@ TEST_CASE("step machine: on_stall restart, background step with attempts left") 
                       {"action-failed", "pending:stop-action,schedule-retry"},
                       {"stalled", "pending:stop-action,schedule-retry"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"},
+                      {"recover", "failed!"},
                       {"reattach", "verifying:start-verify"}};
   table["verifying"] = {{"action-failed", "pending:stop-verify,stop-action,schedule-retry"},
                         {"stalled", "pending:stop-verify,stop-action,schedule-retry"},
                         {"verify-passed", "succeeded"},
                         {"verify-failed", "pending:stop-action,schedule-retry"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
-                        {"recover", "verifying:start-verify"},
+                        {"recover", "failed!"},
                         {"reattach", "verifying:start-verify"}};
   CheckTable(f, table);
 }
@@ -232,7 +236,8 @@ TEST_CASE("step machine: on_stall restart, foreground step on its last attempt")
                       {"action-failed", "failed:stop-action"},
                       {"stalled", "failed:stop-action"},
                       {"cancel", "cancelled:stop-action"},
-                      {"recover", "verifying:start-verify"}};
+                      {"recover", "failed!"},
+                      {"reattach", "running"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "failed:stop-action"},
                         {"cancel", "cancelled:stop-verify,stop-action"},
@@ -240,14 +245,14 @@ TEST_CASE("step machine: on_stall restart, foreground step on its last attempt")
   CheckTable(f, table);
 }
 
-TEST_CASE("step machine: a non-idempotent step whose re-verify fails is interrupted") {
+TEST_CASE("step machine: a re-verify after a restart that fails is an ordinary failure") {
   StepFacts f;
   f.has_verify = true;
   f.recovering = true;
   f.attempts = 1;
-  f.max_attempts = 5;  // retries do not apply to an interruption: repeating is not safe
+  f.max_attempts = 5;  // the step verifies because its action exited 0: it did run
   StepTransition t = NextState(StepState::kVerifying, f, StepEvent::kVerifyFailed);
-  CHECK(Cell(t) == "failed!");
+  CHECK(Cell(t) == "pending:stop-action,schedule-retry");
 }
 
 TEST_CASE("step machine: approval step without verify, last attempt") {
@@ -267,7 +272,7 @@ TEST_CASE("step machine: approval step without verify, last attempt") {
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "failed"},
                         {"cancel", "cancelled:stop-verify"},
-                        {"recover", "waiting:await-approval"}};
+                        {"recover", "verifying:start-verify"}};
   table["waiting"]["approve"] = "succeeded";
   CheckTable(f, table);
 }
@@ -286,7 +291,7 @@ TEST_CASE("step machine: approval step with skip_if and verify, attempts left") 
                       {"retry-due", "waiting:await-approval"},
                       {"cancel", "cancelled"},
                       {"operator-skip", "skipped"}};
-  table["running"] = {{"cancel", "cancelled"}, {"recover", "verifying:start-verify"}};
+  table["running"] = {{"cancel", "cancelled"}, {"recover", "waiting:await-approval"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "pending:schedule-retry"},
                         {"cancel", "cancelled:stop-verify"},
@@ -308,11 +313,22 @@ TEST_CASE("step machine: recovering an approval step whose re-verify fails asks 
                       {"retry-due", "waiting:await-approval"},
                       {"cancel", "cancelled"},
                       {"operator-skip", "skipped"}};
-  table["running"] = {{"cancel", "cancelled"}, {"recover", "verifying:start-verify"}};
+  table["running"] = {{"cancel", "cancelled"}, {"recover", "waiting:await-approval"}};
   table["verifying"] = {{"verify-passed", "succeeded"},
                         {"verify-failed", "waiting:await-approval"},
                         {"cancel", "cancelled:stop-verify"},
                         {"recover", "verifying:start-verify"}};
   table["waiting"]["approve"] = "verifying:start-verify";
   CheckTable(f, table);
+}
+
+TEST_CASE("step machine: after a restart, an action that never started is fired, not failed") {
+  StepFacts f;
+  f.has_verify = true;
+  f.recovering = true;
+  f.never_started = true;
+  f.attempts = 1;
+  CHECK(Cell(NextState(StepState::kRunning, f, StepEvent::kRecover)) == "running:fire");
+  f.never_started = false;
+  CHECK(Cell(NextState(StepState::kRunning, f, StepEvent::kRecover)) == "failed!");
 }

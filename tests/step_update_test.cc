@@ -6,6 +6,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "engine/attempt_record.h"
+
 using namespace deployd;
 namespace json = boost::json;
 
@@ -278,7 +280,7 @@ TEST_CASE("step update: an approval step waits for the operator, who approves it
   CHECK(u.commit.step->reason == "approved by alice (uid 1000)");
 }
 
-TEST_CASE("step update: after a restart a step is verified, repeated or failed as interrupted") {
+TEST_CASE("step update: after a restart a step is fired, verified or failed as interrupted") {
   Step step = CommandStep();
   StepUpdateInput in = Input(step, Record(StepState::kRunning, 1), StepEvent::kRecover);
   in.recovering = true;
@@ -297,7 +299,19 @@ TEST_CASE("step update: after a restart a step is verified, repeated or failed a
   CHECK(u.commit.step->attempts == 2);
   CHECK(u.commit.event.detail == "deployd restarted; attempt 2");
 
+  // Checks that pass prove nothing about a step whose action may never have run.
+  step.idempotent = false;
   step.verify.emplace_back();
+  u = UpdateStep(in);
+  CHECK(u.commit.step->state == StepState::kFailed);
+  CHECK(u.commit.step->reason == interrupted);
+  // One that provably never started is fired: that is not a repeat.
+  in.never_started = true;
+  u = UpdateStep(in);
+  CHECK(u.effects == Effects{StepEffect::kFire});
+  in.never_started = false;
+  // A foreground action that had exited 0 is verified again.
+  in.record = Record(StepState::kVerifying, 1);
   u = UpdateStep(in);
   CHECK(u.effects == Effects{StepEffect::kStartVerify});
   CHECK(u.commit.step->state == StepState::kVerifying);
@@ -379,4 +393,33 @@ TEST_CASE("step update: what a background action's start and a reattach bring is
   u = UpdateStep(Input(step, Record(StepState::kVerifying, 1), StepEvent::kReattach, reattached));
   CHECK(u.commit.step->state == StepState::kVerifying);
   CHECK(u.commit.event.detail == reattached.detail);
+}
+
+TEST_CASE("attempt record: what a restart needs, through JSON and back") {
+  AttemptRecord r;
+  r.status_file = "/var/lib/deployd/logs/demo-1/fetch.2.status";
+  r.log_offset = 42;
+  r.boot_id = "b00t";
+  r.tag = "demo-1/fetch/2";
+  CHECK(AttemptRecord::FromJson(r.ToJson())->ToJson() == r.ToJson());
+  r.action = ProcessIdentity{12, 100, "b00t"};
+  r.supervisor = ProcessIdentity{11, 99, "b00t"};
+  PendingStop stop;
+  stop.event = StepEvent::kCancel;
+  stop.reason = "cancelled by operator";
+  stop.evidence["timeout_ms"] = 5;
+  r.stop = stop;
+  std::optional<AttemptRecord> back = AttemptRecord::FromJson(r.ToJson());
+  REQUIRE(back.has_value());
+  CHECK(back->ToJson() == r.ToJson());
+  CHECK(back->supervisor->pid == 11);
+  CHECK(back->stop->event == StepEvent::kCancel);
+  // What an earlier deployd wrote for a background step reads the same.
+  std::optional<AttemptRecord> old = AttemptRecord::FromJson(
+      R"({"kind":"background","status_file":"/s","log_offset":3,"pid":5,"start_time":6,)"
+      R"("supervisor_pid":4,"supervisor_start_time":5,"boot_id":"b"})");
+  REQUIRE(old.has_value());
+  CHECK(old->supervisor->pid == 4);
+  CHECK(old->action->start_time == 6);
+  CHECK_FALSE(AttemptRecord::FromJson(R"({"kind":"service"})").has_value());
 }

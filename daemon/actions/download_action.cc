@@ -31,7 +31,6 @@
 #include "util/line_splitter.h"
 #include "util/units.h"
 
-
 namespace deployd {
 namespace {
 

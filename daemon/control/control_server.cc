@@ -15,11 +15,13 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "control/answer_streams.h"
 #include "control/request_handlers.h"
@@ -123,7 +125,20 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       json::object answer = co_await HandlePlan(req);
       co_return co_await Send(answer);
     }
-    co_return co_await Send(Answer(context_, req));
+    co_return co_await Send(co_await AnswerOf(req));
+  }
+
+  // The answer, which may come later (a cancel waits until the run's processes are gone).
+  asio::awaitable<json::object> AnswerOf(const json::object& request) {
+    auto ex = co_await asio::this_coro::executor;
+    auto answered = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+    auto answer = std::make_shared<std::optional<json::object>>();
+    Answer(context_, request, [answered, answer](json::object a) {
+      *answer = std::move(a);
+      answered->cancel();
+    });
+    if (!*answer) co_await answered->async_wait(kTuple);
+    co_return std::move(**answer);
   }
 
   // Ends the wait of SendStream() for the next line; safe to call once the session is gone.

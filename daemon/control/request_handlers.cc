@@ -98,7 +98,9 @@ Result<PlanSubmission> DecodePlanSubmission(const json::object& request, const s
   return plan;
 }
 
-json::object Answer(RequestContext& context, const json::object& request) {
+namespace {
+
+json::object AnswerNow(RequestContext& context, const json::object& request) {
   const std::string op = RequestOp(request);
   if (op == "ping") return HandlePing();
   if (op == "apply") return HandleApply(context, request);
@@ -108,7 +110,6 @@ json::object Answer(RequestContext& context, const json::object& request) {
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
   const std::string run(*run_field);
   const json::string* step = StringField(request, "step");
-  if (op == "cancel") return HandleCancel(context, run);
   if (op == "pause") return HandlePause(context, run);
   if (op == "resume") return HandleResume(context, run);
   if (op == "retry") return HandleRetry(context, run, step ? std::string(*step) : "");
@@ -117,6 +118,14 @@ json::object Answer(RequestContext& context, const json::object& request) {
   if (op == "approve") return HandleApprove(context, run, std::string(*step));
   if (op == "skip") return HandleSkip(context, run, std::string(*step));
   return AnswerRead(context, op, run, step);
+}
+
+}  // namespace
+
+void Answer(RequestContext& context, const json::object& request, Reply reply) {
+  const json::string* run = StringField(request, "run");
+  if (RequestOp(request) == "cancel" && run) return HandleCancel(context, std::string(*run), reply);
+  reply(AnswerNow(context, request));
 }
 
 json::object HandlePing() {
@@ -154,8 +163,8 @@ json::object HandleRuns(RequestContext& context) {
   return o;
 }
 
-json::object HandleCancel(RequestContext& context, const std::string& run) {
-  return StatusAnswer(context.runs.Cancel(run));
+void HandleCancel(RequestContext& context, const std::string& run, Reply reply) {
+  context.runs.Cancel(run, [reply](Status s) { reply(StatusAnswer(s)); });
 }
 
 json::object HandlePause(RequestContext& context, const std::string& run) {

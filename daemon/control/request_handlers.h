@@ -10,6 +10,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,16 +44,18 @@ struct PlanSubmission {
 Result<PlanSubmission> DecodePlanSubmission(const boost::json::object& request,
                                             const std::string& op);
 
-// The answer to every request that is neither a stream nor `plan`, by its "op"; an op this
-// daemon does not know is refused ("bad request: unknown op 'x'").
-boost::json::object Answer(RequestContext& context, const boost::json::object& request);
+// The answer to every request that is neither a stream nor `plan`, by its "op", given to
+// `reply` — at once, or for `cancel` once the run is cancelled (every process of it gone). An
+// op this daemon does not know is refused ("bad request: unknown op 'x'").
+using Reply = std::function<void(boost::json::object answer)>;
+void Answer(RequestContext& context, const boost::json::object& request, Reply reply);
 
 boost::json::object HandlePing();
 boost::json::object HandleApply(RequestContext& context, const boost::json::object& request);
 boost::json::object HandleRuns(RequestContext& context);
 // The operator's commands: "run" (and "step" where the command needs one) are checked by
 // Answer().
-boost::json::object HandleCancel(RequestContext& context, const std::string& run);
+void HandleCancel(RequestContext& context, const std::string& run, Reply reply);
 boost::json::object HandlePause(RequestContext& context, const std::string& run);
 boost::json::object HandleResume(RequestContext& context, const std::string& run);
 boost::json::object HandleApprove(RequestContext& context, const std::string& run,

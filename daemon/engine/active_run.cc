@@ -2,10 +2,10 @@
 
 namespace deployd {
 
-void LiveStep::EndBackgroundWatch() {
+void LiveStep::EndAttemptWatch() {
   output.reset();
-  if (background) background->Forget();
-  background.reset();
+  if (attempt) attempt->Forget();
+  attempt.reset();
 }
 
 void LiveStep::StopProgress() {

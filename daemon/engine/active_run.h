@@ -8,15 +8,19 @@
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "checks/progress_watch.h"
 #include "deployd/plan.h"
+#include "engine/attempt_record.h"
+#include "engine/check_sequence.h"
 #include "engine/fail_on_matcher.h"
 #include "engine/journal_follower.h"
-#include "process/background_action.h"
-#include "process/child_process.h"
+#include "process/orphan_stop.h"
+#include "process/supervised_action.h"
 #include "store/run_store.h"
 #include "util/log_follower.h"
 
@@ -30,17 +34,25 @@ struct LiveStep {
   int checks_gen = 0;
   int timer_gen = 0;
   bool recovering = false;
-  bool awaiting = false;  // a retry delay or skip_if checks are pending
-  std::shared_ptr<ChildProcess> child;
-  std::unique_ptr<JournalFollower> journal;      // a `service` step's, for fail_on
-  std::shared_ptr<ProgressWatch> progress;       // watch.progress, from fire until the action ends
-  std::shared_ptr<BackgroundAction> background;  // while the step watches it
-  std::unique_ptr<LogFollower> output;  // a background action's log, for fail_on and progress
+  bool never_started = false;  // recovering: the attempt's action provably never started
+  std::string recovery_note;   // recovering: what was found of the attempt, for the evidence
+  bool awaiting = false;       // a retry delay or skip_if checks are pending
+  std::unique_ptr<JournalFollower> journal;   // a `service` step's, for fail_on
+  std::shared_ptr<ProgressWatch> progress;    // watch.progress, from fire until the action ends
+  std::shared_ptr<SupervisedAction> attempt;  // the attempt's action, while the step watches it
+  std::unique_ptr<LogFollower> output;        // the attempt's log, for fail_on and progress
+  // Set while the attempt is being stopped: what the step becomes once every process of the
+  // attempt is gone (committed in the step's action record too). Other events wait.
+  std::optional<PendingStop> pending_stop;
+  // What is left of an attempt whose supervisor died without recording its end, being stopped.
+  std::shared_ptr<OrphanStop> orphans;
   std::unique_ptr<boost::asio::steady_timer> timer;
-  std::shared_ptr<boost::asio::cancellation_signal> checks_cancel;
+  std::shared_ptr<RunningChecks> checks;  // skip_if or verify, while they run
 
-  // The step no longer watches its background action (a stop in progress still completes).
-  void EndBackgroundWatch();
+  // An attempt's action that has not ended yet (it may be being stopped).
+  bool AttemptAlive() const { return attempt && !attempt->ended(); }
+  // The step no longer watches its attempt (a stop in progress still completes).
+  void EndAttemptWatch();
   // The progress watch, if any, stops.
   void StopProgress();
 };
@@ -51,8 +63,10 @@ struct ActiveRun {
   std::vector<LiveStep> live;  // one per record.steps: main steps first, then on_failure
   size_t main_count = 0;
   bool preflight_done = false;
-  bool stopping = false;  // being cancelled: nothing new starts
-  std::shared_ptr<boost::asio::cancellation_signal> preflight_cancel;
+  bool stopping = false;    // deployd is shutting down: nothing new starts
+  bool cancelling = false;  // nothing new starts; cancelled once every attempt is gone
+  std::vector<std::function<void(Status)>> cancel_waiters;
+  std::shared_ptr<RunningChecks> preflight_checks;
 };
 
 }  // namespace deployd

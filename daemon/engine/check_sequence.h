@@ -5,7 +5,11 @@
 #ifndef DEPLOYD_ENGINE_CHECK_SEQUENCE_H_
 #define DEPLOYD_ENGINE_CHECK_SEQUENCE_H_
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "checks/checks.h"
@@ -14,6 +18,25 @@
 namespace deployd {
 
 boost::asio::awaitable<CheckOutcome> RunChecks(std::vector<Check> checks);
+
+// RunChecks started on `ex`, with `done` called once with its outcome — or not at all once
+// cancelled. Cancel() is safe at any time: Boost 1.81's co_spawn throws from its entry point
+// (and so out of io_context::run) when a cancellation arrives before the coroutine has
+// started or after it has returned but before its handler has run, so only a sequence that
+// is under way is given the cancellation; one not started yet returns as soon as it starts.
+class RunningChecks {
+ public:
+  using Done = std::function<void(CheckOutcome outcome)>;
+  static std::shared_ptr<RunningChecks> Start(boost::asio::any_io_executor ex,
+                                              std::vector<Check> checks, Done done);
+  void Cancel();
+
+  struct State;
+
+ private:
+  std::shared_ptr<boost::asio::cancellation_signal> signal_;
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace deployd
 

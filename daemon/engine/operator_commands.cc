@@ -53,25 +53,36 @@ StepEventInfo Because(std::string reason) {
 
 }  // namespace
 
-Status RunManager::Cancel(const std::string& run_id) {
+void RunManager::Cancel(const std::string& run_id, std::function<void(Status)> done) {
   ActiveRun* run = Find(run_id);
   if (!run) {
     Result<std::optional<RunRecord>> loaded = store_.LoadRun(run_id, false);
-    if (!loaded.ok()) return loaded.status();
-    if (!loaded.value()) return Status::Error("no run '" + run_id + "'");
-    return Status::Error("run " + run_id + " has already finished (" +
-                         std::string(ToString(loaded.value()->state)) + ")");
+    if (!loaded.ok()) return done(loaded.status());
+    if (!loaded.value()) return done(Status::Error("no run '" + run_id + "'"));
+    return done(Status::Error("run " + run_id + " has already finished (" +
+                              std::string(ToString(loaded.value()->state)) + ")"));
   }
-  run->stopping = true;
-  if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
+  run->cancel_waiters.push_back(std::move(done));
+  if (run->cancelling) return;  // a cancel in progress: answered with it
+  run->cancelling = true;
+  if (run->preflight_checks) run->preflight_checks->Cancel();
+  // Each step is cancelled; one whose attempt is alive only once its processes are gone.
   for (size_t i = 0; i < run->live.size(); ++i) {
     if (IsTerminal(run->record.steps[i].state)) continue;
     Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled by operator"),
              EventSource::kOperator, 0);
   }
-  run->stopping = false;
-  Finish(*run, RunState::kCancelled, "cancelled by operator", "");
-  return Status::Ok();
+  if (ActiveRun* r = Find(run_id)) MaybeFinishCancel(*r);
+}
+
+void RunManager::MaybeFinishCancel(ActiveRun& run) {
+  if (!run.cancelling || IsTerminal(run.record.state)) return;
+  for (const LiveStep& live : run.live)
+    if (live.pending_stop || live.orphans) return;
+  std::vector<std::function<void(Status)>> waiters = std::move(run.cancel_waiters);
+  run.cancel_waiters.clear();
+  Finish(run, RunState::kCancelled, "cancelled by operator", "");
+  for (auto& done : waiters) done(Status::Ok());
 }
 
 Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {

@@ -164,11 +164,15 @@ void RunManager::ResumeAfterRestart(ActiveRun& run) {
     StepState s = run.record.steps[i].state;
     if (s == StepState::kRunning || s == StepState::kVerifying) interrupted.push_back(i);
   }
-  for (size_t i : interrupted) {
-    if (run.live[i].def->background && Reattach(run, i)) continue;
-    run.live[i].recovering = true;
-    Dispatch(run_id, i, StepEvent::kRecover, {}, EventSource::kOperator, 0);
+  // A cancel that a restart interrupted goes on: steps already cancelled while the run is
+  // not, or an attempt being stopped for it.
+  for (size_t i = 0; i < run.live.size(); ++i) {
+    std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(run.record.steps[i].action);
+    if (run.record.steps[i].state == StepState::kCancelled ||
+        (attempt && attempt->stop && attempt->stop->event == StepEvent::kCancel))
+      run.cancelling = true;
   }
+  for (size_t i : interrupted) Recover(run, i);
   if (!Find(run_id)) return;
   SyncWaiting(run);
   Start(run);
@@ -190,19 +194,14 @@ void RunManager::RunPreflight(ActiveRun& run) {
     Advance(run);
     return;
   }
-  auto cancel = std::make_shared<asio::cancellation_signal>();
-  run.preflight_cancel = cancel;
-  asio::co_spawn(
-      ex_, RunChecks(run.plan.preflight),
-      asio::bind_cancellation_slot(cancel->slot(), [this, id = run.record.id, cancel](
-                                                       std::exception_ptr e, CheckOutcome outcome) {
-        if (!e) OnPreflight(id, outcome);
-      }));
+  run.preflight_checks = RunningChecks::Start(
+      ex_, run.plan.preflight,
+      [this, id = run.record.id](CheckOutcome outcome) { OnPreflight(id, outcome); });
 }
 
 void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outcome) {
   ActiveRun* run = Find(run_id);
-  if (!run || run->stopping) return;
+  if (!run || run->stopping || run->cancelling) return;
   if (!outcome.passed) {
     Finish(*run, RunState::kFailed, "preflight failed: " + outcome.summary,
            json::serialize(outcome.evidence));
@@ -226,6 +225,7 @@ void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outc
 // has failed, the on_failure steps run, then the run has failed. A step that is waiting for
 // approval is unfinished: the run waits with it.
 void RunManager::Advance(ActiveRun& run) {
+  if (run.cancelling) return MaybeFinishCancel(run);
   if (run.stopping || IsTerminal(run.record.state) || !run.preflight_done) return;
   const auto& steps = run.record.steps;
   // A paused run starts no step; one with nothing left to start still finishes.
@@ -327,11 +327,12 @@ void RunManager::SyncWaiting(ActiveRun& run, const StepRecord* changed) {
 void RunManager::Shutdown() {
   for (auto& [id, run] : runs_) {
     run->stopping = true;
-    if (run->preflight_cancel) run->preflight_cancel->emit(asio::cancellation_type::terminal);
+    if (run->preflight_checks) run->preflight_checks->Cancel();
     for (auto& live : run->live) {
       live.timer->cancel();
+      if (live.orphans) live.orphans->Cancel();
       if (live.progress) live.progress->Stop();
-      if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+      if (live.checks) live.checks->Cancel();
     }
   }
   followers_.Clear();

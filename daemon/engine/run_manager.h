@@ -36,15 +36,16 @@
 #include "deployd/plan.h"
 #include "deployd/status.h"
 #include "engine/alive_actions.h"
+#include "engine/attempt_record.h"
 #include "engine/run_followers.h"
 #include "engine/step_machine.h"
 #include "engine/step_update.h"
+#include "process/supervised_action.h"
 #include "protocol/run_wire.h"
 #include "store/run_store.h"
 
 namespace deployd {
 
-struct ActionEnd;
 struct ActiveRun;
 struct CheckOutcome;
 struct ExitStatus;
@@ -66,6 +67,9 @@ struct RunManagerOptions {
   // `remove` may delete.
   std::string unit_dir = "/etc/systemd/system";
   std::vector<std::string> allowed_roots;
+  // Fault injection (DEPLOYD_FAULT=crash-before-start): deployd dies right after committing an
+  // attempt's fire, before starting it — the crash a restart must tell from "it ran".
+  bool crash_before_start = false;
 };
 
 struct ApplyResult {
@@ -84,7 +88,9 @@ class RunManager {
   // Validates the plan with the variables, records the run and starts it.
   ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
                     const std::map<std::string, std::string>& vars);
-  Status Cancel(const std::string& run_id);
+  // Stops every attempt of the run; once all their processes are gone, the run is cancelled
+  // and `done` called (Ok), or at once with why it cannot be cancelled.
+  void Cancel(const std::string& run_id, std::function<void(Status)> done);
   // Starts a failed or cancelled run again from `step_id` (default: its first unfinished step).
   Status Retry(const std::string& run_id, const std::string& step_id);
   // Marks a step that is not running as skipped, and lets its run go on.
@@ -147,15 +153,25 @@ class RunManager {
   void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
 
+  // The step's attempt is stopped before `stop` is committed (step_dispatch.cc).
+  void BeginStop(ActiveRun& run, size_t index, PendingStop stop);
+  // A run being cancelled is cancelled once none of its attempts is being stopped.
+  void MaybeFinishCancel(ActiveRun& run);
+
   // action_launch.cc
   void StartAction(ActiveRun& run, size_t index);
-  void OnActionExit(const std::string& run_id, size_t index, int gen, const ExitStatus& status);
-  void ArmTimeout(ActiveRun& run, size_t index, int gen);
+  void OnAttemptStarted(const std::string& run_id, size_t index, int gen,
+                        const SupervisorRecord& started);
+  void OnAttemptEnd(const std::string& run_id, size_t index, int gen, const ActionEnd& end,
+                    const std::string& when);
+  bool StopWhatIsLeft(ActiveRun& run, size_t index, int gen, const ActionEnd& end,
+                      const std::string& when);
+  void ArmTimeout(ActiveRun& run, size_t index, int gen, Duration after);
+  void FollowOutput(ActiveRun& run, size_t index, int gen, std::uint64_t offset);
   // The argv of the step's action: its command, or deployd itself running a built-in.
   std::vector<std::string> ActionArgv(const Step& step) const;
   // The step's secrets, read now (never stored): added to the action's environment.
   Result<std::map<std::string, std::string>> LoadSecrets(const ActiveRun& run, const Step& step);
-  void StopAction(ActiveRun& run, size_t index);
 
   // step_output.cc
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire
@@ -164,13 +180,11 @@ class RunManager {
   void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
 
-  // background_attach.cc
-  void StartBackground(ActiveRun& run, size_t index, int gen);
-  // `when` ends the reason, e.g. " (it ended while deployd was down)".
-  void OnBackgroundEnd(const std::string& run_id, size_t index, int gen, const ActionEnd& end,
-                       const std::string& when);
-  void FollowBackgroundOutput(ActiveRun& run, size_t index, int gen, std::uint64_t offset);
-  bool Reattach(ActiveRun& run, size_t index);
+  // attempt_recovery.cc
+  void Recover(ActiveRun& run, size_t index);
+  void RecoverUnknown(ActiveRun& run, size_t index, bool never_started);
+  void Reattach(ActiveRun& run, size_t index, int gen, const AttemptRecord& attempt,
+                const SupervisedAction::Found& found);
 
   // operator_commands.cc
   // Re-opens a finished run from `from` on: failed or cancelled main steps and every

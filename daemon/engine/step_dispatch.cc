@@ -12,6 +12,7 @@
 #include "engine/check_sequence.h"
 #include "engine/run_manager.h"
 #include "util/clock.h"
+#include "util/units.h"
 
 namespace deployd {
 
@@ -19,14 +20,17 @@ namespace asio = boost::asio;
 
 namespace {
 
-// Where a background step's attempt will be found again, committed before it is started: its
-// status file, and where its output starts in the log.
-std::string BackgroundIntent(const std::string& status_file, const std::string& log_path) {
-  BackgroundActionInfo intent;
+// Where a step's attempt will be found again, committed before it is started: its status
+// file, where its output starts in the log, the boot, and the tag its processes carry.
+std::string AttemptIntent(const std::string& status_file, const std::string& log_path,
+                          std::string tag) {
+  AttemptRecord intent;
   intent.status_file = status_file;
   struct stat st;
   intent.log_offset =
       ::stat(log_path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+  intent.boot_id = CurrentBootId();
+  intent.tag = std::move(tag);
   return intent.ToJson();
 }
 
@@ -39,7 +43,16 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
   if (!run || index >= run->live.size()) return;
   LiveStep& live = run->live[index];
   StepRecord& record = run->record.steps[index];
+  if (live.pending_stop || live.orphans) {
+    // The attempt is being stopped: the step waits for its processes to be gone. Only an
+    // operator's cancel changes what it will become then.
+    if (event == StepEvent::kCancel && live.pending_stop &&
+        live.pending_stop->event != StepEvent::kCancel)
+      BeginStop(*run, index, PendingStop{StepEvent::kCancel, info.reason, {}, false});
+    return;
+  }
   const bool supplies_action = info.action.has_value();
+  const StepEventInfo asked = info;
   StepUpdate update = UpdateStep({.run_id = run_id,
                                   .step = live.def,
                                   .record = record,
@@ -49,6 +62,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
                                   .current = {live.action_gen, live.checks_gen, live.timer_gen},
                                   .info = std::move(info),
                                   .recovering = live.recovering,
+                                  .never_started = live.never_started,
                                   .follows_output = live.journal != nullptr,
                                   .now_ms = NowMs()});
   if (update.stale) return;  // a completion from an earlier attempt
@@ -57,10 +71,16 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
                   ToString(record.state));
     return;
   }
+  if (update.Has(StepEffect::kStopAction) && live.AttemptAlive()) {
+    // Nothing that follows is recorded before every process of the attempt is gone.
+    BeginStop(*run, index, PendingStop{event, asked.reason, asked.evidence, asked.final});
+    return;
+  }
   StepRecord& next = *update.commit.step;
-  if (update.Has(StepEffect::kFire) && live.def->background && !supplies_action)
+  if (update.Has(StepEffect::kFire) && !supplies_action)
     next.action =
-        BackgroundIntent(StatusPath(run_id, record.id, next.attempts), LogPath(run_id, record.id));
+        AttemptIntent(StatusPath(run_id, record.id, next.attempts), LogPath(run_id, record.id),
+                      run_id + "/" + record.id + "/" + std::to_string(next.attempts));
   if (Status s = store_.Commit(update.commit); !s.ok()) {
     // Not recorded, so not acted on: the database stays the truth.
     spdlog::error("{} {}: cannot record {}: {}", run_id, record.id, ToString(next.state),
@@ -72,7 +92,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
   spdlog::info("{} {}: {}{}", run_id, record.id, ToString(record.state),
                detail.empty() ? "" : " (" + detail + ")");
   Notify(run_id, update.commit.event, record.attempts);
-  if (!run->stopping) SyncWaiting(*run, &record);
+  if (!run->stopping && !run->cancelling) SyncWaiting(*run, &record);
   RunEffects(*run, index, event, update);
 }
 
@@ -108,10 +128,10 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
         StartChecks(run, index, /*skip_if=*/false);
         break;
       case StepEffect::kStopVerify:
-        if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
+        if (live.checks) live.checks->Cancel();
         break;
       case StepEffect::kStopAction:
-        StopAction(run, index);
+        // An attempt still alive was stopped before this transition (BeginStop).
         break;
       case StepEffect::kScheduleRetry:
         ScheduleRetry(run, index, update.retry_delay);
@@ -128,14 +148,50 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
     live.journal.reset();
   }
   if (IsTerminal(state)) {
-    if (live.checks_cancel) live.checks_cancel->emit(asio::cancellation_type::terminal);
-    live.EndBackgroundWatch();
+    if (live.checks) live.checks->Cancel();
+    live.EndAttemptWatch();
     // Posted, not called: the followers woken by Notify() write this event to their sockets
     // before the next transition's commit (an fsync) runs.
     asio::post(ex_, [this, run_id = run.record.id] {
       if (ActiveRun* r = Find(run_id)) Advance(*r);
     });
   }
+}
+
+void RunManager::BeginStop(ActiveRun& run, size_t index, PendingStop stop) {
+  LiveStep& live = run.live[index];
+  StepRecord& record = run.record.steps[index];
+  StepRecord next = record;
+  if (std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(record.action)) {
+    attempt->stop = stop;
+    next.action = attempt->ToJson();
+  }
+  std::string who = live.attempt && live.attempt->action()
+                        ? " (pid " + std::to_string(live.attempt->action()->pid) + ")"
+                        : "";
+  Transition t;
+  t.run_id = run.record.id;
+  t.at_ms = NowMs();
+  t.step = next;
+  t.event.step_id = record.id;
+  t.event.kind = "step.state";
+  t.event.state = std::string(ToString(record.state));
+  t.event.detail = "stopping: " + stop.reason + "; SIGTERM to the attempt" + who +
+                   " and everything it started, SIGKILL after " + FormatDuration(live.def->grace);
+  // Committed first, so that a restart goes on with the stop and records what it was for.
+  if (Status s = store_.Commit(t); !s.ok()) {
+    spdlog::error("{} {}: cannot record the stop: {}", run.record.id, record.id, s.message());
+  } else {
+    record = next;
+    Notify(run.record.id, t.event, record.attempts);
+  }
+  spdlog::info("{} {}: {}", run.record.id, record.id, t.event.detail);
+  live.pending_stop = std::move(stop);
+  if (live.checks) live.checks->Cancel();
+  ++live.timer_gen;  // a timeout or a stall of this attempt has nothing left to say
+  live.timer->cancel();
+  live.StopProgress();
+  live.attempt->Stop();
 }
 
 void RunManager::ScheduleRetry(ActiveRun& run, size_t index, Duration delay) {
@@ -161,12 +217,9 @@ void RunManager::FailSoon(const std::string& run_id, size_t index, int gen, std:
 void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
   LiveStep& live = run.live[index];
   int gen = ++live.checks_gen;
-  auto cancel = std::make_shared<asio::cancellation_signal>();
-  live.checks_cancel = cancel;
+  if (live.checks) live.checks->Cancel();
   const auto& checks = skip_if ? live.def->skip_if : live.def->verify;
-  auto done = [this, id = run.record.id, index, gen, skip_if, cancel](std::exception_ptr e,
-                                                                      CheckOutcome outcome) {
-    if (e) return;  // cancelled: the step has moved on
+  auto done = [this, id = run.record.id, index, gen, skip_if](CheckOutcome outcome) {
     StepEventInfo info;
     StepEvent event;
     if (skip_if) {
@@ -181,7 +234,7 @@ void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
     }
     Dispatch(id, index, event, std::move(info), EventSource::kChecks, gen);
   };
-  asio::co_spawn(ex_, RunChecks(checks), asio::bind_cancellation_slot(cancel->slot(), done));
+  live.checks = RunningChecks::Start(ex_, checks, std::move(done));
 }
 
 }  // namespace deployd

@@ -86,7 +86,8 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
       return To(S::kSucceeded);
     case StepEvent::kVerifyFailed:
       if (state != S::kVerifying) break;
-      if (f.recovering) return f.idempotent || f.approval ? Fire(f) : Interrupted();
+      // An approval re-verified after a restart that no longer holds is asked for again.
+      if (f.recovering && f.approval) return Fire(f);
       return AfterFailure(f, {E::kStopAction});
     case StepEvent::kCancel:
       switch (state) {
@@ -103,13 +104,18 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
       break;
     case StepEvent::kRecover:
       if (state != S::kRunning && state != S::kVerifying) break;
-      // A step with checks can prove it is done; otherwise only a safe step is repeated.
-      if (f.has_verify) return To(S::kVerifying, {E::kStartVerify});
-      return f.idempotent || f.approval ? Fire(f) : Interrupted();
+      // A foreground action that had exited 0 is verified again. Otherwise nothing says
+      // whether the action ran (verify checks passing prove nothing: the old server may pass
+      // them): only one that never started, or a safe one, is fired.
+      if (state == S::kVerifying && !f.background) return To(S::kVerifying, {E::kStartVerify});
+      return f.never_started || f.idempotent || f.approval ? Fire(f) : Interrupted();
     case StepEvent::kReattach:
-      // Only a background action outlives the daemon; nothing is fired again.
-      if ((state != S::kRunning && state != S::kVerifying) || !f.background) break;
-      return ActionDone(f);
+      if (state != S::kRunning && state != S::kVerifying) break;
+      // Nothing is fired again: a background action verifies as before; a foreground one is
+      // awaited, as if deployd had never gone.
+      if (f.background) return ActionDone(f);
+      if (state == S::kRunning && !f.approval) return To(S::kRunning);
+      break;
     case StepEvent::kOperatorSkip:
       if (state != S::kPending && state != S::kFailed && state != S::kWaiting &&
           state != S::kCancelled)

@@ -23,9 +23,12 @@ struct StepFacts {
   // The action is an operator's approval, not a command: "firing" it makes the step wait, and
   // there is no process to stop. Asking again is always safe.
   bool approval = false;
-  int attempts = 0;               // attempts fired so far
-  int max_attempts = 1;           // retries + 1
-  bool recovering = false;        // re-verifying after a daemon restart interrupted the step
+  int attempts = 0;         // attempts fired so far
+  int max_attempts = 1;     // retries + 1
+  bool recovering = false;  // re-verifying after a daemon restart interrupted the step
+  // After a restart: the attempt's action provably never started (no record of its
+  // supervisor, in this boot), so firing it is not a repeat.
+  bool never_started = false;
   bool restart_on_stall = false;  // watch.on_stall: restart (else a stall fails at once)
   // A foreground action whose output is still followed while the step verifies (a service
   // step's journal): a fail_on line then fails the step as a background action's exit does.
@@ -44,9 +47,10 @@ enum class StepEvent {
   kVerifyFailed,
   kRetryDue,       // the retry delay has elapsed
   kCancel,         // the run is being cancelled
-  kRecover,        // the daemon restarted while the step was running or verifying
-  kReattach,       // the daemon restarted; the background action is still running or ended
-                   // with exit status 0 (its supervisor says), so verify decides as before
+  kRecover,        // the daemon restarted while the step was running or verifying, and what
+                   // became of its attempt is not known (or it never started)
+  kReattach,       // the daemon restarted; the attempt's action is still running (its
+                   // supervisor is alive), or a background one ended with exit status 0
   kOperatorSkip,   // deployctl skip
   kOperatorRetry,  // deployctl retry (a finished step starts afresh)
   kApprove,        // deployctl approve (an approval step that is waiting goes on)

@@ -111,7 +111,6 @@ void RunManager::StartProgressWatch(ActiveRun& run, size_t index, int action_gen
     ActiveRun* run = Find(run_id);
     if (!run) return;
     StepEventInfo info = StallEvent(spec, snapshot, stalled_for_ms);
-    if (auto& c = run->live[index].child) info.evidence["output_tail"] = JsonStrings(c->Tail());
     Dispatch(run_id, index, StepEvent::kStalled, std::move(info), EventSource::kAction, action_gen);
   };
   live.progress = ProgressWatch::Start(ex_, spec, std::move(on_change), std::move(on_stall));
@@ -123,8 +122,11 @@ void RunManager::AddProgress(WireRun& wire) const {
   const ActiveRun& run = *it->second;
   for (WireStep& step : wire.steps) {
     for (const LiveStep& live : run.live) {
-      if (live.progress && step.id == live.def->id)
-        step.progress = ToWire(live.progress->Snapshot());
+      if (step.id != live.def->id) continue;
+      if (live.progress) step.progress = ToWire(live.progress->Snapshot());
+      // A foreground attempt's processes are not committed: who runs, from its supervisor.
+      if (!step.pid && live.AttemptAlive() && live.attempt->action())
+        step.pid = live.attempt->action()->pid;
     }
   }
 }

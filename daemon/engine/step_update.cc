@@ -104,6 +104,7 @@ StepUpdate UpdateStep(const StepUpdateInput& in) {
   }
   const StepRecord& record = in.record;
   StepFacts facts = FactsOf(*in.step, record, in.recovering, in.follows_output, in.info.final);
+  facts.never_started = in.never_started;
   StepTransition t = NextState(record.state, facts, in.event);
   if (!t.valid) return u;
   u.valid = true;

@@ -64,6 +64,7 @@ struct StepUpdateInput {
   StepGenerations current;
   StepEventInfo info;
   bool recovering = false;      // re-verifying after a restart interrupted the step
+  bool never_started = false;   // recovering: the attempt's action provably never started
   bool follows_output = false;  // a journal is followed for fail_on while the step verifies
   std::int64_t now_ms = 0;
 };

@@ -16,7 +16,6 @@
 #include "process/spawn.h"
 #include "util/units.h"
 
-
 namespace deployd {
 namespace {
 

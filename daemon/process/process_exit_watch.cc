@@ -24,6 +24,11 @@ ProcessExitWatch::~ProcessExitWatch() {
   impl_->pidfd.close(ignored);
 }
 
+bool ProcessExitWatch::Signal(int sig) {
+  if (!impl_->pidfd.is_open()) return false;
+  return ::syscall(SYS_pidfd_send_signal, impl_->pidfd.native_handle(), sig, nullptr, 0) == 0;
+}
+
 Result<std::unique_ptr<ProcessExitWatch>> ProcessExitWatch::Open(asio::any_io_executor ex,
                                                                  const ProcessIdentity& who) {
   // The raw system call: glibc 2.36's <sys/pidfd.h> lacks extern "C" (build-facts §6).

@@ -29,6 +29,9 @@ class ProcessExitWatch {
 
   // `on_exit` is called once, when the process has exited (at once if it already has).
   void AsyncWait(std::function<void()> on_exit);
+  // Sends `sig` through the pidfd: it reaches this very process or, once it has exited,
+  // nobody. False when it has exited.
+  bool Signal(int sig);
 
   struct Impl;
 

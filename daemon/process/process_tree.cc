@@ -5,7 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "process/process_identity.h"
@@ -48,6 +50,31 @@ std::vector<ProcStat> Descendants(pid_t root) {
       if (stat->state != 'Z' && stat->state != 'X') found.push_back(*stat);
     }
   }
+  return found;
+}
+
+std::vector<ProcStat> ProcessesWithEnvironment(std::string_view entry) {
+  std::vector<ProcStat> found;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return found;
+  const pid_t self = ::getpid();
+  std::string needle;
+  needle.push_back('\0');
+  needle.append(entry);
+  needle.push_back('\0');
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (pid == self) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
+    if (!in) continue;
+    std::string environ_text = "\0";
+    environ_text.append(std::istreambuf_iterator<char>(in), {});
+    if (environ_text.find(needle) == std::string::npos) continue;
+    std::optional<ProcStat> stat = ReadProcStat(pid);
+    if (stat && stat->state != 'Z' && stat->state != 'X') found.push_back(*stat);
+  }
+  ::closedir(proc);
   return found;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "process/process_table.h"
@@ -19,6 +20,11 @@ namespace deployd {
 // The live descendants of `root` (not `root` itself), parents before their children. Zombies
 // are left out: they hold nothing and wait only to be reaped.
 std::vector<ProcStat> Descendants(pid_t root);
+
+// The live processes whose environment holds `entry` ("NAME=value") — inherited from an
+// attempt's supervisor, so found again after the supervisor is gone — other than the caller.
+// Reads /proc/PID/environ of every process (the caller's own uid, or all as root).
+std::vector<ProcStat> ProcessesWithEnvironment(std::string_view entry);
 
 // Sends `sig` to `process` if that pid still belongs to it (same start time), through a pidfd
 // so that a pid reused meanwhile is never signalled. False when it is gone.

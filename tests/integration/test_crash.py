@@ -1,12 +1,31 @@
-"""kill -9 of the daemon while a step runs, then a restart (DESIGN.md §1 "Crash and restart"):
-a step that is not safe to repeat fails and asks for an operator, an idempotent one is fired
-again, and one whose verify checks already pass succeeds without a second attempt. Nothing
+"""kill -9 (and SIGTERM) of the daemon while a step runs, then a restart (DESIGN.md §1 "Crash
+and restart"): the step's processes are deployd's whatever happens to deployd. An action still
+running is reattached and awaited — never fired again, never failed — and its real exit status
+is recorded, also when it ended while deployd was down; an action that provably never started
+is fired; only a step whose fate cannot be known is failed as interrupted (or, idempotent,
+fired again). Passing verify checks never stand in for an action that did not run. Nothing
 committed is lost: the event log has no gaps and agrees with the steps' states."""
 
 import os
+import signal
+import time
 import unittest
 
 from harness import DaemonTestCase, pids_with_marker, unique_marker, wait_until
+
+
+def action_pids(marker):
+    """The processes of an action carrying `marker` in its command line, not its supervisor
+    (whose command line holds the action's)."""
+    pids = []
+    for p in pids_with_marker(marker):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                if b"--supervise" not in f.read():
+                    pids.append(p)
+        except OSError:
+            pass
+    return pids
 
 
 def read(path):
@@ -14,121 +33,159 @@ def read(path):
         return f.read()
 
 
+# A chatty action: a line every 20 ms (it would die of SIGPIPE if its output went through a
+# pipe to deployd), until the test creates GO; then it exits with the status in GO.
+CHATTY = """[sh, -c, 'echo fired >> @DIR@/fired; while [ ! -e @DIR@/go ]; do echo working; sleep 0.02; done; exit $(cat @DIR@/go); : %s']"""
+
+
 class CrashRestartTest(DaemonTestCase):
-    def crash_while(self, run, step, marker):
-        """Waits until `step` runs its action (the marked process is up), then kill -9s the
-        daemon and starts it again."""
+    def wait_action(self, run, step, marker):
         self.d.wait_step(run, step, ("running",))
-        wait_until(lambda: pids_with_marker(marker), message="the action of step %s" % step)
-        self.assertEqual(self.d.kill9(), -9)
-        self.d.start()
+        return wait_until(lambda: action_pids(marker), message="the action of step %s" % step)
 
-    def test_non_idempotent_step_is_interrupted(self):
-        marker = unique_marker("crash-nonidem")
-        plan = self.d.write_plan("nonidem.yaml", """\
-version: 1
-name: crash-nonidem
-steps:
-  - id: prepare
-    run: 'true'
-  - id: migrate
-    run: [sh, -c, 'echo fired >> @DIR@/fired; sleep 300; : %s']
-  - id: after
-    run: 'touch @DIR@/after-ran'
-on_failure:
-  - id: report
-    run: 'touch @DIR@/report-ran'
-""" % marker)
-        run, _ = self.d.apply(plan, wait=False, check=0)
-        self.crash_while(run, "migrate", marker)
-
-        status = self.d.wait_run(run)
-        self.assertEqual(status["state"], "failed", status)
-        migrate = self.d.step(run, "migrate", status)
-        self.assertEqual(migrate["state"], "failed")
-        self.assertEqual(migrate["attempts"], 1, "a step that is not safe to repeat was repeated")
-        self.assertIn("interrupted", migrate["reason"])
-        self.assertIn("deployctl retry %s migrate" % run, migrate["reason"])
-        self.assertIn("deployctl skip %s migrate" % run, migrate["reason"])
-        self.assertEqual(read(plan.file("fired")), "fired\n")
-        self.assertEqual(self.d.step(run, "prepare", status)["state"], "succeeded")
-        self.assertEqual(self.d.step(run, "after", status)["state"], "pending")
-        self.assertEqual(self.d.step(run, "report", status)["state"], "succeeded", status)
-        self.assertTrue(os.path.exists(plan.file("report-ran")), "on_failure did not run")
-        self.assertFalse(os.path.exists(plan.file("after-ran")))
-        self.assertEqual(status["reason"], "step migrate failed: " + migrate["reason"])
-
+    def step_events(self, run, step, status=None):
         events = self.assert_events_consistent(run, status)
-        migrate_events = [e for e in events if e["step_id"] == "migrate"]
-        self.assertEqual(migrate_events[-1]["state"], "failed")
-        self.assertTrue(migrate_events[-1]["detail"].startswith("deployd restarted; interrupted"),
-                        migrate_events[-1])
+        return [(e["state"], e["detail"]) for e in events
+                if e["step_id"] == step and e["kind"] == "step.state"]
 
-    def test_idempotent_step_is_fired_again(self):
-        marker = unique_marker("crash-idem")
-        # The first attempt hangs (until the crash); the second one finishes at once.
-        plan = self.d.write_plan("idem.yaml", """\
+    def chatty_plan(self, marker, extra=""):
+        return self.d.write_plan("chatty.yaml", """\
 version: 1
-name: crash-idem
+name: crash-chatty
 steps:
-  - id: sync
-    run: [sh, -c, 'echo fired >> @DIR@/fired; if [ ! -e @DIR@/second ]; then touch @DIR@/second; sleep 300; fi; : %s']
-    idempotent: true
-  - id: after
+  - id: work
+    run: %s
+%s  - id: after
     run: 'touch @DIR@/after-ran'
-""" % marker)
-        run, _ = self.d.apply(plan, wait=False, check=0)
-        wait_until(lambda: os.path.exists(plan.file("second")), message="the first attempt")
-        self.crash_while(run, "sync", marker)
+""" % (CHATTY % marker, extra))
 
-        status = self.d.wait_run(run)
-        self.assertEqual(status["state"], "succeeded", status)
-        sync = self.d.step(run, "sync", status)
-        self.assertEqual(sync["state"], "succeeded")
-        self.assertEqual(sync["attempts"], 2)
-        self.assertEqual(read(plan.file("fired")), "fired\nfired\n")
-        self.assertTrue(os.path.exists(plan.file("after-ran")))
+    def test_a_running_action_survives_kill9_and_is_awaited(self):
+        for how in ("kill9", "sigterm"):
+            with self.subTest(how=how):
+                marker = unique_marker("crash-" + how)
+                plan = self.chatty_plan(marker)
+                run, _ = self.d.apply(plan, wait=False, check=0)
+                pids = self.wait_action(run, "work", marker)
+                self.d.kill9() if how == "kill9" else self.d.stop()
+                time.sleep(0.3)  # it goes on printing while deployd is away
+                self.assertEqual(action_pids(marker), pids, "the action died with deployd")
+                self.d.start()
+                status = self.d.wait_step(run, "work", ("running",))
+                self.assertEqual(self.d.step(run, "work", status).get("pid"), pids[0])
+                with open(plan.file("go"), "w") as f:
+                    f.write("3")
+                status = self.d.wait_run(run)
+                work = self.d.step(run, "work", status)
+                self.assertEqual(work["state"], "failed")
+                self.assertEqual(work["exit_status"], 3)
+                self.assertEqual(work["reason"], "exit status 3")
+                self.assertEqual(work["attempts"], 1)
+                self.assertEqual(read(plan.file("fired")), "fired\n")
+                log = self.d.ctl("logs", run, "work", check=0).stdout
+                self.assertGreater(log.count("working"), 10)
+                self.assertIn(("running", "deployd restarted; reattached to the action (pid %d)"
+                               % pids[0]), self.step_events(run, "work", status))
+                self.wait_no_step_processes()
+                os.remove(plan.file("go"))
+                os.remove(plan.file("fired"))
 
-        events = self.assert_events_consistent(run, status)
-        sync_events = [(e["state"], e["detail"]) for e in events
-                       if e["step_id"] == "sync" and e["kind"] == "step.state"]
-        self.assertEqual(sync_events, [("running", "attempt 1"),
-                                       ("running", "deployd restarted; attempt 2"),
-                                       ("succeeded", "")])
-
-    def test_step_whose_verify_passes_after_restart_succeeds(self):
-        marker = unique_marker("crash-verify")
-        plan = self.d.write_plan("verified.yaml", """\
-version: 1
-name: crash-verify
-steps:
-  - id: install
-    run: [sh, -c, 'echo fired >> @DIR@/fired; touch @DIR@/installed; sleep 300; : %s']
+    def test_an_action_that_ended_while_deployd_was_down_is_judged_by_its_exit(self):
+        marker = unique_marker("crash-down")
+        plan = self.chatty_plan(marker, """    idempotent: true
     verify:
-      - file: "@DIR@/installed"
-  - id: after
-    run: 'touch @DIR@/after-ran'
-""" % marker)
+      - file: "@DIR@/go"
+""")
         run, _ = self.d.apply(plan, wait=False, check=0)
-        wait_until(lambda: os.path.exists(plan.file("installed")), message="the action's work")
-        self.crash_while(run, "install", marker)
-
+        self.wait_action(run, "work", marker)
+        self.d.kill9()
+        with open(plan.file("go"), "w") as f:
+            f.write("0")
+        wait_until(lambda: not action_pids(marker), message="the action to end")
+        self.d.start()
         status = self.d.wait_run(run)
         self.assertEqual(status["state"], "succeeded", status)
-        install = self.d.step(run, "install", status)
-        self.assertEqual(install["state"], "succeeded")
-        self.assertEqual(install["attempts"], 1, "the step was fired a second time")
+        work = self.d.step(run, "work", status)
+        self.assertEqual(work["attempts"], 1, "an action that had run was fired again")
         self.assertEqual(read(plan.file("fired")), "fired\n")
-        self.assertTrue(os.path.exists(plan.file("after-ran")))
+        self.assertIn(("verifying", "deployd restarted; the action had exited with status 0 "
+                       "(it ended while deployd was down)"), self.step_events(run, "work", status))
 
-        events = self.assert_events_consistent(run, status)
-        install_events = [(e["state"], e["detail"]) for e in events
-                          if e["step_id"] == "install" and e["kind"] == "step.state"]
-        self.assertEqual(install_events[0], ("running", "attempt 1"))
-        self.assertEqual(install_events[1][0], "verifying")
-        self.assertTrue(install_events[1][1].startswith("deployd restarted"), install_events)
-        self.assertEqual(install_events[-1][0], "succeeded")
-        self.assertEqual(len(install_events), 3, install_events)
+    def test_an_idempotent_step_is_never_running_twice(self):
+        marker = unique_marker("crash-idem")
+        plan = self.chatty_plan(marker, "    idempotent: true\n")
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        self.wait_action(run, "work", marker)
+        for _ in range(3):
+            self.d.kill9()
+            self.d.start()
+            self.d.wait_step(run, "work", ("running",))
+            self.assertEqual(len(action_pids(marker)), 1, "two copies of the step at once")
+        with open(plan.file("go"), "w") as f:
+            f.write("0")
+        status = self.d.wait_run(run)
+        self.assertEqual(status["state"], "succeeded", status)
+        self.assertEqual(read(plan.file("fired")), "fired\n")
+        self.assertEqual(self.d.step(run, "work", status)["attempts"], 1)
+
+    def test_an_action_that_never_started_is_fired_not_verified(self):
+        # deployd dies after committing the fire, before starting the action. The verify check
+        # already passes (the old version answers), which proves nothing: the action runs.
+        marker = unique_marker("crash-never")
+        plan = self.d.write_plan("never.yaml", """\
+version: 1
+name: crash-never
+steps:
+  - id: upgrade
+    run: [sh, -c, 'echo fired >> @DIR@/fired; : %s']
+    verify:
+      - file: "@DIR@"
+""" % marker)
+        self.d.stop()
+        self.d.start(extra_env={"DEPLOYD_FAULT": "crash-before-start"})
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        wait_until(lambda: not self.d.running(), message="deployd to crash before the start")
+        self.assertFalse(os.path.exists(plan.file("fired")))
+        self.d.start()
+        status = self.d.wait_run(run)
+        self.assertEqual(status["state"], "succeeded", status)
+        self.assertEqual(read(plan.file("fired")), "fired\n", "the action never ran")
+        self.assertIn(("running", "deployd restarted; the action had never started: firing it"),
+                      self.step_events(run, "upgrade", status))
+
+    def test_unknown_fate_non_idempotent_is_interrupted_idempotent_is_fired(self):
+        # deployd and the attempt's supervisor and action all die (kill -9): nothing says
+        # whether the action finished its work.
+        for idempotent in (False, True):
+            with self.subTest(idempotent=idempotent):
+                marker = unique_marker("crash-lost")
+                plan = self.chatty_plan(marker, "    idempotent: true\n" if idempotent else "")
+                run, _ = self.d.apply(plan, wait=False, check=0)
+                self.wait_action(run, "work", marker)
+                self.d.kill9()
+                supervisors = pids_with_marker("--supervise")
+                for pid in action_pids(marker) + [p for p in supervisors
+                                                      if p in pids_with_marker(self.d.tag, ("environ",))]:
+                    os.kill(pid, signal.SIGKILL)
+                wait_until(lambda: not action_pids(marker), message="the action to die")
+                if idempotent:
+                    with open(plan.file("go"), "w") as f:
+                        f.write("0")
+                self.d.start()
+                status = self.d.wait_run(run)
+                work = self.d.step(run, "work", status)
+                if idempotent:
+                    self.assertEqual(status["state"], "succeeded", status)
+                    self.assertEqual(work["attempts"], 2)
+                    self.assertEqual(read(plan.file("fired")), "fired\nfired\n")
+                else:
+                    self.assertEqual(status["state"], "failed", status)
+                    self.assertEqual(work["attempts"], 1)
+                    self.assertIn("interrupted", work["reason"])
+                    self.assertIn("deployctl retry %s work" % run, work["reason"])
+                    self.assertEqual(self.d.step(run, "after", status)["state"], "pending")
+                for name in ("go", "fired"):
+                    if os.path.exists(plan.file(name)):
+                        os.remove(plan.file(name))
 
     def test_finished_runs_survive_a_crash(self):
         plan = self.d.write_plan("done.yaml", """\

@@ -201,9 +201,8 @@ header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
 with open(os.path.join(d, "model.safetensors"), "wb") as f:
     f.write(len(header).to_bytes(8, "little") + header + b"x" * 3)
 open(os.path.join(d, ".cache/huggingface/download/x.incomplete"), "w").close()
-# The rest arrives after the step's action has exited.
-subprocess.Popen([sys.executable, os.path.join(os.path.dirname(sys.argv[0]), "finish.py"), d],
-                 start_new_session=True)
+# The rest arrives while the step verifies (the action runs in the background).
+subprocess.run([sys.executable, os.path.join(os.path.dirname(sys.argv[0]), "finish.py"), d])
 """
 
 FINISH = r"""
@@ -219,13 +218,14 @@ os.remove(os.path.join(d, ".cache/huggingface/download/x.incomplete"))
 class WeightsCompleteTest(DaemonTestCase):
     def test_verify_waits_for_whole_shards(self):
         # The "download" leaves a truncated shard and an .incomplete file, and completes them
-        # after its action has exited; verify polls until the directory is whole.
+        # while the step verifies; verify polls until the directory is whole.
         plan = self.d.write_plan("weights.yaml", """\
 version: 1
 name: weights
 steps:
   - id: fetch
     run: [python3, '@DIR@/fetch.py', '@DIR@/model']
+    background: true
     verify:
       - weights_complete: '@DIR@/model'
         every: 100ms

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import struct
 import sys
 import time
@@ -346,14 +347,32 @@ def standins_path(exclude=(), into=None):
     return into
 
 
+def start_init(sim, env):
+    """Starts the simulated host's init (systemctl's `__sim-init__`: services' supervisors are
+    its children, not the children of whoever ran systemctl) unless it runs; waits until it
+    listens. Stopped with the rest by kill_sim_processes."""
+    sock = os.path.join(sim, "init.sock")
+    if os.path.exists(sock):
+        return
+    os.makedirs(sim, exist_ok=True)
+    subprocess.Popen([sys.executable, os.path.join(HERE, "systemctl"), "__sim-init__"], env=env,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(sock) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def sim_env(sim, base=None, exclude=()):
-    """The environment a test gives deployd (or a stand-in) for a simulated host."""
+    """The environment a test gives deployd (or a stand-in) for a simulated host; the host's
+    init runs from then on."""
     env = dict(os.environ if base is None else base)
     tools = standins_path(exclude, os.path.join(sim, "bin-without-" + "-".join(exclude))
                           if exclude else None)
     env["PATH"] = tools + os.pathsep + env.get("PATH", "/usr/bin:/bin")
     env["PYTHONPATH"] = PYLIB + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env[SIM_ENV] = os.path.abspath(sim)
+    start_init(os.path.abspath(sim), env)
     return env
 
 

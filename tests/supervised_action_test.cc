@@ -1,7 +1,7 @@
-// BackgroundAction with the real supervisor (the deployd binary built alongside, re-executed
+// SupervisedAction with the real supervisor (the deployd binary built alongside, re-executed
 // with --supervise), real processes and a real status file; and the pieces it stands on:
 // ProcessIdentity, ProcessExitWatch, SupervisorRecord.
-#include "process/background_action.h"
+#include "process/supervised_action.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -43,7 +43,7 @@ void RunUntil(asio::io_context& io, Predicate done) {
 struct Watched {
   std::optional<SupervisorRecord> started;
   std::optional<ActionEnd> end;
-  std::shared_ptr<BackgroundAction> action;
+  std::shared_ptr<SupervisedAction> action;
 };
 
 std::unique_ptr<Watched> StartAction(asio::io_context& io, const TempDir& dir,
@@ -51,12 +51,15 @@ std::unique_ptr<Watched> StartAction(asio::io_context& io, const TempDir& dir,
   auto w = std::make_unique<Watched>();
   SpawnOptions options;
   options.argv = std::move(argv);
-  options.log_path = dir.File("step.log");
-  BackgroundAction::Handlers handlers;
+  SupervisorOptions supervision;
+  supervision.status_file = dir.File("step.1.status");
+  supervision.log_file = dir.File("step.log");
+  supervision.grace = std::chrono::milliseconds(200);
+  SupervisedAction::Handlers handlers;
   handlers.on_started = [w = w.get()](const SupervisorRecord& r) { w->started = r; };
   handlers.on_end = [w = w.get()](const ActionEnd& e) { w->end = e; };
-  auto started = BackgroundAction::Start(io.get_executor(), options, DEPLOYD_TEST_BIN,
-                                         dir.File("step.1.status"), std::move(handlers));
+  auto started = SupervisedAction::Start(io.get_executor(), options, supervision, DEPLOYD_TEST_BIN,
+                                         std::move(handlers));
   INFO((started.ok() ? "" : started.status().message()));
   REQUIRE(started.ok());
   w->action = started.value();
@@ -189,7 +192,7 @@ TEST_CASE("the supervisor starts the action in its own group and records its exi
   CHECK(record.value()->ended_at_ms >= record.value()->started_at_ms);
 }
 
-TEST_CASE("stopping signals the action's group; the supervisor records it") {
+TEST_CASE("stopping asks the supervisor; it ends the whole attempt, SIGKILL after the grace") {
   TempDir dir;
   asio::io_context io;
   // The grandchild ignores SIGTERM: only the SIGKILL after the grace period ends it.
@@ -225,18 +228,16 @@ TEST_CASE("stopping signals the action's group; the supervisor records it") {
   };
   RunUntil(io, [&] { return foreign_fds().empty(); });
 
-  w->action->Stop(std::chrono::milliseconds(200));
-  w->action->Forget();  // the step stops watching; the stop still completes
-  w->action.reset();
-  auto recorded = [&] {
-    auto r = ReadSupervisorRecord(dir.File("step.1.status"));
-    return r.ok() && r.value() && r.value()->state == SupervisorRecord::State::kExited;
-  };
-  RunUntil(io, [&] { return recorded() && !Alive(action) && !Alive(grandchild); });
+  w->action->Stop();
+  RunUntil(io, [&] { return w->end.has_value(); });
+  // The end comes once every process of the attempt is gone.
+  CHECK_FALSE(Alive(action));
+  CHECK_FALSE(Alive(grandchild));
+  CHECK(w->end->recorded);
   auto record = ReadSupervisorRecord(dir.File("step.1.status"));
+  CHECK(record.value()->stopped);
   CHECK(record.value()->exit.signal == SIGTERM);
   RunUntil(io, [&] { return !Alive(supervisor); });
-  CHECK_FALSE(w->end.has_value());  // forgotten: no handler ran
 }
 
 TEST_CASE("an action that cannot be executed is reported by the supervisor") {
@@ -260,39 +261,28 @@ TEST_CASE("Find: an action still running is watched again; an ended one says how
   auto w = StartAction(io, dir,
                        {"/bin/sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.02; done; exit 5"});
   RunUntil(io, [&] { return w->started.has_value(); });
-  BackgroundActionInfo info;
-  info.status_file = dir.File("step.1.status");
-  // As a later deployd would: from the stored record, or from the status file alone.
-  for (bool stored : {true, false}) {
-    if (stored) {
-      info.action = w->started->action;
-      info.supervisor = w->started->supervisor;
-    } else {
-      info.action.reset();
-      info.supervisor.reset();
-    }
-    auto round_trip = BackgroundActionInfo::FromJson(info.ToJson());
-    REQUIRE(round_trip.has_value());
-    CHECK(round_trip->ToJson() == info.ToJson());
-  }
-  info.action = w->started->action;
-  info.supervisor = w->started->supervisor;
   std::optional<ActionEnd> end;
-  BackgroundAction::Handlers handlers;
+  SupervisedAction::Handlers handlers;
   handlers.on_end = [&](const ActionEnd& e) { end = e; };
-  BackgroundAction::Found found = BackgroundAction::Find(io.get_executor(), info, handlers);
-  REQUIRE(found.kind == BackgroundAction::Found::Kind::kAlive);
+  // As a later deployd would: from the stored record, or from the status file alone.
+  const std::string status = dir.File("step.1.status");
+  CHECK(SupervisedAction::Find(io.get_executor(), status, std::nullopt, {}).kind ==
+        SupervisedAction::Found::Kind::kAlive);
+  SupervisedAction::Found found =
+      SupervisedAction::Find(io.get_executor(), status, w->started->supervisor, handlers);
+  REQUIRE(found.kind == SupervisedAction::Found::Kind::kAlive);
   CHECK(found.record.action == w->started->action);
   std::ofstream(go) << "";
   RunUntil(io, [&] { return end.has_value() && w->end.has_value(); });
   CHECK(end->reason == "exit status 5");
 
-  found = BackgroundAction::Find(io.get_executor(), info, {});
-  CHECK(found.kind == BackgroundAction::Found::Kind::kEnded);
+  found = SupervisedAction::Find(io.get_executor(), status, w->started->supervisor, {});
+  CHECK(found.kind == SupervisedAction::Found::Kind::kEnded);
   REQUIRE(found.end.exit.has_value());
   CHECK(found.end.exit->code == 5);
 
-  info.status_file = dir.File("never-written.status");
-  CHECK(BackgroundAction::Find(io.get_executor(), info, {}).kind ==
-        BackgroundAction::Found::Kind::kUnknown);
+  // No status file: the supervisor never got to starting anything.
+  CHECK(SupervisedAction::Find(io.get_executor(), dir.File("never-written.status"),
+                               w->started->supervisor, {})
+            .kind == SupervisedAction::Found::Kind::kNeverStarted);
 }
