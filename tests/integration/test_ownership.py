@@ -1,0 +1,162 @@
+"""deployd owns every process it starts: a stop (a timeout, a stall, a fail_on line, a cancel)
+is recorded only once every process of the attempt is gone — also one that ignores SIGTERM,
+one that escaped into a session of its own — so the next attempt, the on_failure steps, the
+run's end and "cancelled" never find the last attempt still running; and what an action
+leaves running when it exits, or what its supervisor leaves when it is killed, is stopped and
+named. Each action writes a ledger of its starts (and checks the ones before it are gone)."""
+
+import os
+import signal
+import time
+import unittest
+
+from harness import DaemonTestCase, pids_with_marker, unique_marker, wait_until
+
+# An attempt that ignores SIGTERM (so only SIGKILL after `grace` ends it), and a grandchild
+# that escaped into a session of its own doing the same. Before it starts it checks that no
+# process of an earlier attempt is alive, and says so in the ledger.
+STUBBORN = r"""
+import os, subprocess, sys
+ledger, marker = sys.argv[1], sys.argv[2]
+alive = []
+if os.path.exists(ledger):
+    for line in open(ledger):
+        pid = int(line.split()[1])
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    alive.append(pid)
+        except OSError:
+            pass
+escaped = subprocess.Popen(["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done; : " + marker],
+                           start_new_session=True)
+with open(ledger, "a") as f:
+    f.write("start %d %d alive=%s\n" % (os.getpid(), escaped.pid, ",".join(map(str, alive))))
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+class OwnershipTest(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.marker = unique_marker("owned")
+        self.script = self.d.write_file("stubborn.py", STUBBORN)
+
+    def ledger_lines(self, plan):
+        with open(plan.file("ledger")) as f:
+            return [line.split() for line in f]
+
+    def assert_none_alive(self, plan):
+        for fields in self.ledger_lines(plan):
+            for pid in (int(fields[1]), int(fields[2])):
+                self.assertFalse(os.path.exists("/proc/%d/cmdline" % pid)
+                                 and open("/proc/%d/cmdline" % pid, "rb").read(),
+                                 "pid %d of an attempt is still alive" % pid)
+
+    def stubborn_step(self, extra):
+        return """\
+  - id: stubborn
+    run: [python3, '%s', '@DIR@/ledger', '%s']
+    grace: 300ms
+%s""" % (self.script, self.marker, extra)
+
+    def test_next_attempt_starts_only_when_the_last_is_gone(self):
+        plan = self.d.write_plan("retry.yaml", """\
+version: 1
+name: retry
+steps:
+%s""" % self.stubborn_step("    timeout: 500ms\n    retries: 2\n    retry_delay: 10ms\n"))
+        run, _ = self.d.apply(plan, check=1)
+        lines = self.ledger_lines(plan)
+        self.assertEqual(len(lines), 3)
+        for fields in lines:
+            self.assertEqual(fields[3], "alive=", "an attempt started beside the last: %s" % fields)
+        self.assert_none_alive(plan)
+        status = self.d.status_json(run)
+        step = self.d.step(run, "stubborn", status)
+        self.assertEqual(step["reason"], "timed out after 500ms")
+        details = [e["detail"] for e in self.d.events(run) if e["step_id"] == "stubborn"]
+        self.assertIn("stopping: timed out after 500ms; SIGTERM to the attempt", details[1])
+        self.assertIn("SIGKILL after 300ms", details[1])
+        log = self.d.ctl("logs", run, "stubborn", check=0).stdout
+        self.assertIn("deployd supervisor: SIGKILL after 300ms to", log)
+
+    def test_on_failure_runs_only_when_the_failed_attempt_is_gone(self):
+        plan = self.d.write_plan("onfail.yaml", """\
+version: 1
+name: onfail
+steps:
+%son_failure:
+  - id: report
+    run: [python3, '%s', '@DIR@/ledger', '%s']
+    timeout: 300ms
+    grace: 100ms
+""" % (self.stubborn_step("    timeout: 300ms\n"), self.script, self.marker))
+        self.d.apply(plan, check=1)
+        lines = self.ledger_lines(plan)
+        self.assertEqual(len(lines), 2)
+        self.assertEqual(lines[1][3], "alive=", "on_failure ran beside the failed attempt")
+        self.assert_none_alive(plan)
+
+    def test_cancel_returns_when_every_process_is_gone(self):
+        plan = self.d.write_plan("cancel.yaml", """\
+version: 1
+name: cancel
+steps:
+%s""" % self.stubborn_step(""))
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        wait_until(lambda: os.path.exists(plan.file("ledger")), message="the action")
+        self.d.wait_step(run, "stubborn", ("running",))
+        started = time.monotonic()
+        self.d.ctl("cancel", run, check=0)
+        self.assertGreaterEqual(time.monotonic() - started, 0.25, "cancel did not wait for SIGKILL")
+        self.assert_none_alive(plan)
+        status = self.d.status_json(run)
+        self.assertEqual(status["state"], "cancelled")
+        self.assertEqual(self.d.step(run, "stubborn", status)["state"], "cancelled")
+        self.assert_events_consistent(run, status)
+
+    def test_what_an_action_leaves_running_is_stopped_and_named(self):
+        plan = self.d.write_plan("left.yaml", """\
+version: 1
+name: left
+steps:
+  - id: daemonize
+    run: [sh, -c, 'setsid sh -c "sleep 1000; : %s" & echo started']
+""" % self.marker)
+        run, _ = self.d.apply(plan, check=0)
+        self.assertEqual(pids_with_marker(self.marker), [])
+        step = self.d.step(run, "daemonize")
+        self.assertEqual(step["state"], "succeeded")
+        self.assertIn("left_running", step["evidence"])
+        log = self.d.ctl("logs", run, "daemonize", check=0).stdout
+        self.assertIn("deployd supervisor: the action ended (exit status 0); stopping what it "
+                      "left running: pid", log)
+
+    def test_a_killed_supervisor_leaves_nothing_behind(self):
+        plan = self.d.write_plan("killed.yaml", """\
+version: 1
+name: killed
+steps:
+%s""" % self.stubborn_step("    timeout: 1m\n"))
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        wait_until(lambda: os.path.exists(plan.file("ledger")), message="the action")
+        action = int(self.ledger_lines(plan)[0][1])
+        with open("/proc/%d/stat" % action) as f:
+            supervisor = int(f.read().rsplit(")", 1)[1].split()[1])
+        os.kill(supervisor, signal.SIGKILL)
+        status = self.d.wait_run(run)
+        step = self.d.step(run, "stubborn", status)
+        self.assertEqual(step["state"], "failed")
+        self.assertIn("without recording how the action ended", step["reason"])
+        self.assertIn("stopped what was left of the attempt: pid", step["reason"])
+        self.assert_none_alive(plan)
+        self.wait_no_step_processes()
+
+
+if __name__ == "__main__":
+    unittest.main()
