@@ -109,7 +109,7 @@ _deployctl() {
   local flags="-h --help"
   case $verb in
     validate) flags+=" --var" ;;
-    apply) flags+=" --var --wait" ;;
+    apply) flags+=" --var --wait --wait-lock" ;;
     plan) flags+=" --var --json" ;;
     runs | status | why) flags+=" --json" ;;
     watch) flags+=" --json" ;;

@@ -162,6 +162,7 @@ complete -c deployctl -n $top -a approve -d 'Let an approval step that is waitin
 # Each command's flags.
 complete -c deployctl -n "$after validate apply plan" -l var -x -d 'NAME=VALUE override'
 complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
+complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the one holding the plan\'s lock'
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
 complete -c deployctl -n "$after plan status why" -l json -d 'Print one JSON object'
 complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'

@@ -456,7 +456,7 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
 
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");  // stored in the file itself
-  CHECK(raw.Query("PRAGMA user_version") == "3");
+  CHECK(raw.Query("PRAGMA user_version") == "4");
   // synchronous belongs to each connection: this one shows Debian's WAL default, which is
   // also FULL (build-facts §8); the store's own connection is read through ReadPragma.
   CHECK(raw.Query("PRAGMA synchronous") == "2");
@@ -532,7 +532,7 @@ TEST_CASE("a newer schema is refused and left untouched", "[run_store]") {
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() ==
         path +
-            ": schema version 7 is newer than this deployd understands (3); run a newer "
+            ": schema version 7 is newer than this deployd understands (4); run a newer "
             "deployd or move the file away");
   CHECK(ReadBytes(path) == before);
 }
@@ -924,7 +924,8 @@ PRAGMA user_version = 1;
 
 }  // namespace
 
-TEST_CASE("a version 1 database is migrated to version 2 and keeps its data", "[run_store]") {
+TEST_CASE("a version 1 database is migrated to the current version and keeps its data",
+          "[run_store]") {
   TempDir dir;
   const std::string path = dir.File("deployd.db");
   WriteV1Database(path);
@@ -958,11 +959,15 @@ TEST_CASE("a version 1 database is migrated to version 2 and keeps its data", "[
   launch.action = R"({"kind":"background"})";
   MustCommit(*store, StepTransition("old-3", launch, StepState::kFailed, 1'700'000'010'000));
   CHECK(MustLoad(*store, "old-3").steps[1].action == launch.action);
+  CHECK(MustLoad(*store, "old-3").steps[1].due_at_ms == 0);  // version 4's column
+  launch.due_at_ms = 1'700'000'020'000;
+  MustCommit(*store, StepTransition("old-3", launch, StepState::kPending, 1'700'000'011'000));
+  CHECK(MustLoad(*store, "old-3").steps[1].due_at_ms == 1'700'000'020'000);
   CHECK(MustCreate(*store, DemoRun("old")) == "old-4");
-  CHECK(MustEvents(*store, "old-3").size() == 4);
+  CHECK(MustEvents(*store, "old-3").size() == 5);
 
   RawDb raw(path);
-  CHECK(raw.Query("PRAGMA user_version") == "3");
+  CHECK(raw.Query("PRAGMA user_version") == "4");
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");
   // The history is still protected: the triggers came through the migration.
   CHECK(raw.Query("DELETE FROM events") == "ERROR: events are append-only");
@@ -981,7 +986,7 @@ TEST_CASE("a migration that fails leaves the database at its version", "[run_sto
   auto store = RunStore::Open(path);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() == path +
-                                        ": cannot migrate the schema from version 1 to 3: "
+                                        ": cannot migrate the schema from version 1 to 4: "
                                         "duplicate column name: action");
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA user_version") == "1");

@@ -138,7 +138,9 @@ json::object HandlePing() {
 json::object HandleApply(RequestContext& context, const json::object& request) {
   Result<PlanSubmission> plan = DecodePlanSubmission(request, "apply");
   if (!plan.ok()) return ErrorAnswer(plan.status().message());
-  ApplyResult r = context.runs.Apply(plan->text, plan->file, plan->vars);
+  const json::value* wait_lock = request.if_contains("wait_lock");
+  ApplyResult r = context.runs.Apply(plan->text, plan->file, plan->vars,
+                                     wait_lock && wait_lock->is_bool() && wait_lock->as_bool());
   if (!r.status.ok()) {
     json::object o = ErrorAnswer(r.status.message());
     if (!r.diagnostics.empty()) {

@@ -94,14 +94,17 @@ int Validate(const std::vector<std::string>& plans, const std::vector<std::strin
 
 // `apply`: the plan is checked here first, then sent with its variables; prints the run id.
 int ApplyPlan(const std::string& socket_path, const std::string& path,
-              const std::vector<std::string>& var_args, bool wait) {
+              const std::vector<std::string>& var_args, bool wait, bool wait_lock) {
   auto vars = ParseVars(var_args);
   std::string text = ReadPlan(path);
   if (!ValidLocally(text, path, vars)) return kExitUsage;
   Client client(socket_path);
   json::object vars_json;
   for (const auto& [k, v] : vars) vars_json[k] = v;
-  client.Send({{"op", "apply"}, {"plan_text", text}, {"plan_file", path}, {"vars", vars_json}});
+  json::object request{
+      {"op", "apply"}, {"plan_text", text}, {"plan_file", path}, {"vars", vars_json}};
+  if (wait_lock) request["wait_lock"] = true;
+  client.Send(request);
   json::object answer = client.Receive();
   if (!answer["ok"].as_bool()) {
     if (const json::value* d = answer.if_contains("diagnostics"))
@@ -186,6 +189,7 @@ struct Args {
   std::string step_id;
   bool json_out = false;
   bool wait = false;
+  bool wait_lock = false;
   bool follow = false;
 };
 
@@ -216,6 +220,8 @@ Verbs DefineVerbs(CLI::App& app, Args& a) {
   v.apply->add_option("plan", a.plans, "plan file")->required()->expected(1);
   v.apply->add_option("--var", a.var_args, "NAME=VALUE override");
   v.apply->add_flag("--wait", a.wait, "show progress until the run ends; exit 1 if it fails");
+  v.apply->add_flag("--wait-lock", a.wait_lock,
+                    "when another run holds the plan's lock, queue this one after it");
 
   v.plan = app.add_subcommand(
       "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
@@ -340,7 +346,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*verbs.validate) return Validate(args.plans, args.var_args);
-    if (*verbs.apply) return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait);
+    if (*verbs.apply)
+      return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait, args.wait_lock);
     if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);
     return RunClientVerb(verbs, args);
   } catch (const Exit& e) {

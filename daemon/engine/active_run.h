@@ -8,6 +8,7 @@
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -62,6 +63,7 @@ struct ActiveRun {
   Plan plan;
   std::vector<LiveStep> live;  // one per record.steps: main steps first, then on_failure
   size_t main_count = 0;
+  std::uint64_t order = 0;  // activations in order of creation: who waits for a lock first
   bool preflight_done = false;
   bool stopping = false;    // deployd is shutting down: nothing new starts
   bool cancelling = false;  // nothing new starts; cancelled once every attempt is gone

@@ -50,6 +50,7 @@ Result<ActiveRun*> RunManager::Activate(const RunRecord& record) {
   }
   auto run = std::make_unique<ActiveRun>();
   run->record = record;
+  run->order = ++activations_;
   run->plan = std::move(*parsed.plan);
   run->main_count = run->plan.steps.size();
   size_t total = run->main_count + run->plan.on_failure.size();
@@ -99,7 +100,7 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 }  // namespace
 
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
-                              const std::map<std::string, std::string>& vars) {
+                              const std::map<std::string, std::string>& vars, bool wait_lock) {
   ApplyResult result;
   ParseResult parsed = ParsePlan(plan_text, plan_file, vars);
   if (!parsed.plan) {
@@ -107,7 +108,20 @@ ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& p
     result.status = Status::Error("invalid plan " + plan_file);
     return result;
   }
+  // One run at a time holds a lock (the plan's name, or its `lock:`): the runs deployd holds
+  // unfinished — committed, so this holds across restarts.
+  const ActiveRun* holder = LockHolder(parsed.plan->lock, nullptr);
+  if (holder && !wait_lock) {
+    result.status = Status::Error(
+        "lock '" + parsed.plan->lock + "' is held by run " + holder->record.id + " (" +
+        std::string(ToString(holder->record.state)) + "): one run at a time; `deployctl watch " +
+        holder->record.id + "`, or apply with --wait-lock to start once it has finished");
+    return result;
+  }
   RunRecord record = NewRunRecord(*parsed.plan, plan_text, plan_file, vars);
+  if (holder)
+    record.reason =
+        "waiting for lock '" + parsed.plan->lock + "' (held by run " + holder->record.id + ")";
   Result<std::string> id = store_.CreateRun(record);
   if (!id.ok()) {
     result.status = id.status();
@@ -178,7 +192,28 @@ void RunManager::ResumeAfterRestart(ActiveRun& run) {
   Start(run);
 }
 
+const ActiveRun* RunManager::LockHolder(const std::string& lock, const ActiveRun* before) const {
+  const ActiveRun* holder = nullptr;
+  for (const auto& [id, run] : runs_) {
+    if (run.get() == before || run->plan.lock != lock || IsTerminal(run->record.state)) continue;
+    if (before && run->order > before->order) continue;
+    if (!holder || run->order < holder->order) holder = run.get();
+  }
+  return holder;
+}
+
+void RunManager::StartLockWaiter(const std::string& lock) {
+  ActiveRun* next = nullptr;
+  for (auto& [id, run] : runs_)
+    if (run->plan.lock == lock && run->record.state == RunState::kPending &&
+        (!next || run->order < next->order))
+      next = run.get();
+  if (next) Start(*next);
+}
+
 void RunManager::Start(ActiveRun& run) {
+  // A run that waits for its lock starts when the runs before it holding it have finished.
+  if (run.record.state == RunState::kPending && LockHolder(run.plan.lock, &run)) return;
   if (run.record.state == RunState::kPending && !CommitRunState(run, RunState::kRunning, "", ""))
     return;
   if (!run.preflight_done) {
@@ -238,7 +273,7 @@ void RunManager::Advance(ActiveRun& run) {
     }
     if (steps[i].state == StepState::kSucceeded || steps[i].state == StepState::kSkipped) continue;
     if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
-      Dispatch(run.record.id, i, StepEvent::kStart, {}, EventSource::kOperator, 0);
+      StartStep(run, i);
     return;
   }
   if (!failed) {
@@ -248,11 +283,22 @@ void RunManager::Advance(ActiveRun& run) {
   for (size_t i = run.main_count; i < steps.size(); ++i) {
     if (IsTerminal(steps[i].state)) continue;
     if (steps[i].state == StepState::kPending && !run.live[i].awaiting && !paused)
-      Dispatch(run.record.id, i, StepEvent::kStart, {}, EventSource::kOperator, 0);
+      StartStep(run, i);
     return;
   }
   Finish(run, RunState::kFailed, "step " + failed->id + " failed: " + failed->reason,
          failed->evidence);
+}
+
+// A pending step starts — or, when a retry delay was committed before a restart, waits out what
+// remains of it first.
+void RunManager::StartStep(ActiveRun& run, size_t index) {
+  const StepRecord& step = run.record.steps[index];
+  if (step.due_at_ms > 0 && step.attempts > 0) {
+    ScheduleRetry(run, index, Duration(std::max<std::int64_t>(0, step.due_at_ms - NowMs())));
+    return;
+  }
+  Dispatch(run.record.id, index, StepEvent::kStart, {}, EventSource::kOperator, 0);
 }
 
 void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reason,
@@ -262,7 +308,11 @@ void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reaso
   // Completions may still be on the stack; the run leaves memory once they have unwound.
   asio::post(ex_, [this, id = run.record.id] {
     ActiveRun* r = Find(id);
-    if (r && IsTerminal(r->record.state)) runs_.erase(id);
+    if (r && IsTerminal(r->record.state)) {
+      std::string lock = r->plan.lock;
+      runs_.erase(id);
+      StartLockWaiter(lock);
+    }
     ForgetOldRuns();
   });
 }

@@ -86,8 +86,11 @@ class RunManager {
   // Resumes every run the store holds as unfinished (DESIGN.md §1 "Crash and restart").
   void Recover();
   // Validates the plan with the variables, records the run and starts it.
+  // One run holds a plan's lock at a time: while another holds it, the apply is refused
+  // (naming the holder) or, with `wait_lock`, the run is recorded pending and starts once the
+  // runs before it have finished.
   ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
-                    const std::map<std::string, std::string>& vars);
+                    const std::map<std::string, std::string>& vars, bool wait_lock = false);
   // Stops every attempt of the run; once all their processes are gone, the run is cancelled
   // and `done` called (Ok), or at once with why it cannot be cancelled.
   void Cancel(const std::string& run_id, std::function<void(Status)> done);
@@ -133,9 +136,14 @@ class RunManager {
   // The steps a restart interrupted are recovered (or reattached), then the run goes on.
   void ResumeAfterRestart(ActiveRun& run);
   void Start(ActiveRun& run);
+  // The unfinished run that holds `lock` (the earliest; before `before` when given), or null.
+  const ActiveRun* LockHolder(const std::string& lock, const ActiveRun* before) const;
+  // Starts the first pending run that waits for `lock`, now that its holder has finished.
+  void StartLockWaiter(const std::string& lock);
   void RunPreflight(ActiveRun& run);
   void OnPreflight(const std::string& run_id, const CheckOutcome& outcome);
   void Advance(ActiveRun& run);
+  void StartStep(ActiveRun& run, size_t index);
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
               const std::string& evidence);
   void ForgetOldRuns();
@@ -198,6 +206,7 @@ class RunManager {
   RunStore& store_;
   RunManagerOptions options_;
   std::map<std::string, std::unique_ptr<ActiveRun>> runs_;
+  std::uint64_t activations_ = 0;  // ActiveRun::order
   RunFollowers followers_;
   AliveActions alive_actions_;
 };

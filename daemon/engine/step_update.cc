@@ -119,8 +119,11 @@ StepUpdate UpdateStep(const StepUpdateInput& in) {
   SetReason(next, in, u, t.interrupted);
   if (!in.info.evidence.empty()) next.evidence = json::serialize(in.info.evidence);
   if (IsTerminal(next.state)) next.finished_at_ms = in.now_ms;
-  if (u.Has(StepEffect::kScheduleRetry))
+  next.due_at_ms = 0;
+  if (u.Has(StepEffect::kScheduleRetry)) {
     u.retry_delay = RetryDelay(in.step->retry_delay, next.attempts);
+    next.due_at_ms = in.now_ms + u.retry_delay.count();
+  }
 
   u.commit.run_id = in.run_id;
   u.commit.at_ms = in.now_ms;

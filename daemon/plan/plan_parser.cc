@@ -29,8 +29,9 @@
 namespace deployd {
 namespace {
 
-constexpr std::array<std::string_view, 8> kTopKeys = {
-    "version", "name", "description", "vars", "secrets", "preflight", "steps", "on_failure"};
+constexpr std::array<std::string_view, 9> kTopKeys = {"version",   "name",  "description",
+                                                      "lock",      "vars",  "secrets",
+                                                      "preflight", "steps", "on_failure"};
 constexpr std::array<std::string_view, 2> kSecretKeys = {"file", "env"};
 
 using Overrides = std::map<std::string, std::string>;
@@ -184,6 +185,16 @@ std::optional<Plan> ReadDocument(FieldReader& in, std::string_view text,
   ReadVersion(in, top, *root);
   ReadName(in, top, *root, plan);
   if (const Field* e = top.Get("description")) plan.description = in.String(*e).value_or("");
+  plan.lock = plan.name;
+  if (const Field* e = top.Get("lock")) {
+    std::optional<std::string> lock = in.String(*e);
+    if (lock && !IsPlanName(*lock)) {
+      in.Error(ValuePos(*e),
+               "invalid lock name " + Quoted(*lock) + " (use letters, digits, '.', '_' and '-')");
+    } else if (lock) {
+      plan.lock = *lock;
+    }
+  }
   if (const Field* e = top.Get("secrets")) ReadSecrets(in, *e, plan);
   if (const Field* e = top.Get("preflight")) plan.preflight = ReadChecks(in, *e);
   std::set<std::string> secret_names;

@@ -78,6 +78,7 @@ Result<StepRecord> ReadStep(const std::string& path, const std::string& run_id, 
   step.reason = q.Text(9);
   step.evidence = q.Text(10);
   step.action = q.Text(11);
+  step.due_at_ms = q.Int(12);
   return step;
 }
 
@@ -95,7 +96,8 @@ void BindStep(Use& q, const std::string& run_id, const StepRecord& step) {
       .Bind(10, step.pid)
       .Bind(11, step.reason)
       .Bind(12, step.evidence)
-      .Bind(13, step.action);
+      .Bind(13, step.action)
+      .Bind(14, step.due_at_ms);
 }
 
 }  // namespace

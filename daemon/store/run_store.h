@@ -41,8 +41,11 @@ struct StepRecord {
   std::string reason;               // one line: why the step is in its state ("exit status 3", …)
   std::string evidence;             // JSON object text, "" when none
   // JSON object text, "" when none: what is needed to find the last attempt's action again
-  // after a restart (a background action's processes and status file, background_action.h).
+  // after a restart (engine/attempt_record.h).
   std::string action;
+  // A pending step waiting out its retry delay: when the next attempt is due (0: not waiting),
+  // so that a restart waits out what remains.
+  std::int64_t due_at_ms = 0;
 };
 
 struct RunRecord {
@@ -114,7 +117,7 @@ class RunStore {
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life

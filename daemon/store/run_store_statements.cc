@@ -27,8 +27,8 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
        "finished_at_ms, reason, evidence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
       {&s->insert_step,
        "INSERT INTO steps (run_id, idx, id, phase, state, attempts, started_at_ms, "
-       "finished_at_ms, exit_status, pid, reason, evidence, action) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"},
+       "finished_at_ms, exit_status, pid, reason, evidence, action, due_at_ms) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
       // One statement both finds the run's next seq and proves the run exists: no row is
       // inserted for an unknown run.
       {&s->insert_event,
@@ -43,7 +43,7 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
       {&s->update_step,
        "UPDATE steps SET phase = ?4, state = ?5, attempts = ?6, started_at_ms = ?7, "
        "finished_at_ms = ?8, exit_status = ?9, pid = ?10, reason = ?11, evidence = ?12, "
-       "action = ?13 "
+       "action = ?13, due_at_ms = ?14 "
        "WHERE run_id = ?1 AND idx = ?2 AND id = ?3"},
       {&s->select_run, "SELECT " + run_columns + " FROM runs WHERE id = ?1"},
       {&s->select_runs, "SELECT " + run_columns + " FROM runs ORDER BY seq DESC LIMIT ?1"},
@@ -51,7 +51,7 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
                                   unfinished + ") ORDER BY seq LIMIT ?1"},
       {&s->select_steps,
        "SELECT idx, id, phase, state, attempts, started_at_ms, finished_at_ms, exit_status, "
-       "pid, reason, evidence, action FROM steps WHERE run_id = ?1 ORDER BY idx"},
+       "pid, reason, evidence, action, due_at_ms FROM steps WHERE run_id = ?1 ORDER BY idx"},
       {&s->select_events,
        "SELECT seq, at_ms, step_id, kind, state, detail FROM events WHERE run_id = ?1 "
        "ORDER BY seq"},

@@ -14,7 +14,7 @@ using sqlite::Exec;
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 3> kMigrations = {
+constexpr std::array<const char*, 4> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -77,6 +77,10 @@ DROP TRIGGER events_no_delete;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 WHEN (SELECT state FROM runs WHERE id = OLD.run_id) NOT IN ('succeeded', 'failed', 'cancelled')
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+)sql",
+    // Version 4: when a step's next attempt is due (a retry delay outlives a restart).
+    R"sql(
+ALTER TABLE steps ADD COLUMN due_at_ms INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,

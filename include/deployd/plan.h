@@ -255,6 +255,9 @@ struct Plan {
   int version = 1;
   std::string name;
   std::string description;
+  // One run at a time holds a lock: the plan's own name unless `lock:` names one shared with
+  // other plans (the GPUs of a host, say).
+  std::string lock;
   std::map<std::string, std::string> vars;  // final values, after --var overrides
   std::vector<SecretSource> secrets;
   std::vector<Check> preflight;

@@ -195,7 +195,7 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl re", ["retry", "resume"])
         self.assert_completes("deployctl --", ["--socket", "--help", "--version"], exact=False)
         self.assert_completes("deployctl logs --", ["--follow", "--json", "--help"])
-        self.assert_completes("deployctl apply --", ["--var", "--wait", "--help"])
+        self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--help"])
         self.assert_completes("deployctl retry --", ["--wait", "--help"])
 
     def test_plan_files(self):

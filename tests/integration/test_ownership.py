@@ -158,5 +158,74 @@ steps:
         self.wait_no_step_processes()
 
 
+class LockTest(DaemonTestCase):
+    PLAN = """\
+version: 1
+name: locked
+steps:
+  - id: work
+    run: [sh, -c, 'echo start >> @DIR@/ledger; while [ ! -e @DIR@/go ]; do sleep 0.02; done']
+"""
+
+    def test_one_run_of_a_plan_at_a_time_also_across_a_restart(self):
+        plan = self.d.write_plan("locked.yaml", self.PLAN)
+        first, _ = self.d.apply(plan, wait=False, check=0)
+        self.d.wait_step(first, "work", ("running",))
+        for restart in (False, True):
+            if restart:
+                self.d.kill9()
+                self.d.start()
+            cp = self.d.ctl("apply", plan.path, check=2)
+            self.assertEqual(cp.stderr.strip(),
+                             "deployctl: error: lock 'locked' is held by run %s (running): one run at "
+                             "a time; `deployctl watch %s`, or apply with --wait-lock to start once "
+                             "it has finished" % (first, first))
+        second, _ = self.d.apply(plan, "--wait-lock", wait=False, check=0)
+        status = self.d.status_json(second)
+        self.assertEqual(status["state"], "pending")
+        self.assertEqual(status["reason"], "waiting for lock 'locked' (held by run %s)" % first)
+        with open(plan.file("ledger")) as f:
+            self.assertEqual(f.read(), "start\n", "the second run started beside the first")
+        with open(plan.file("go"), "w"):
+            pass
+        self.assertEqual(self.d.wait_run(first)["state"], "succeeded")
+        self.assertEqual(self.d.wait_run(second)["state"], "succeeded")
+        with open(plan.file("ledger")) as f:
+            self.assertEqual(f.read(), "start\nstart\n")
+
+    def test_a_shared_lock_serializes_plans(self):
+        a = self.d.write_plan("a.yaml", self.PLAN.replace("name: locked", "name: a\nlock: gpus"))
+        b = self.d.write_plan("b.yaml", self.PLAN.replace("name: locked", "name: b\nlock: gpus"))
+        run, _ = self.d.apply(a, wait=False, check=0)
+        self.d.wait_step(run, "work", ("running",))
+        cp = self.d.ctl("apply", b.path, check=2)
+        self.assertIn("lock 'gpus' is held by run %s" % run, cp.stderr)
+        self.d.ctl("cancel", run, check=0)
+
+
+class RetryDelayTest(DaemonTestCase):
+    def test_a_retry_delay_is_waited_out_across_a_restart(self):
+        plan = self.d.write_plan("retry.yaml", """\
+version: 1
+name: retry-delay
+steps:
+  - id: flaky
+    run: [sh, -c, 'date +%s.%N >> @DIR@/ledger; [ -e @DIR@/second ] || { touch @DIR@/second; exit 1; }']
+    retries: 1
+    retry_delay: 3s
+""")
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        wait_until(lambda: os.path.exists(plan.file("second")), message="the first attempt")
+        self.d.wait_step(run, "flaky", ("pending",))
+        self.d.kill9()
+        self.d.start()
+        status = self.d.wait_run(run)
+        self.assertEqual(status["state"], "succeeded", status)
+        with open(plan.file("ledger")) as f:
+            times = [float(line) for line in f]
+        self.assertEqual(len(times), 2)
+        self.assertGreaterEqual(times[1] - times[0], 2.9, "the retry delay was forgotten")
+
+
 if __name__ == "__main__":
     unittest.main()
