@@ -218,3 +218,13 @@ TEST_CASE("gpus_free probe: one read, both ways", "[gpus_free_action]") {
   CHECK(all.evidence.at("target") == "all");
   CHECK(all.evidence.at("gpus").as_array().size() == 4);
 }
+
+TEST_CASE("gpus_free: a holder is signalled only while its pid still names what the GPU said") {
+  std::optional<ProcessInfo> me = ReadProcess(::getpid());
+  REQUIRE(me.has_value());
+  CHECK(SameProcessName(me->Title(), *me));
+  CHECK(SameProcessName(me->stat.comm, *me));
+  CHECK(SameProcessName("/some/where/" + me->stat.comm, *me));
+  CHECK_FALSE(SameProcessName("VLLM::Worker_TP0", *me));
+  CHECK_FALSE(SameProcessName("/usr/bin/python3", *me));
+}

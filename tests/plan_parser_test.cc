@@ -281,13 +281,15 @@ plan.yaml:3:8: error: 'steps' must not be empty
 steps: []
        ^
 )");
-  CHECK(Errors(R"(version: 1
+  CHECK(
+      Errors(R"(version: 1
 name: t
 lock: gpus of host 1
 steps:
   - id: a
     run: 'true'
-)") == R"(plan.yaml:3:7: error: invalid lock name 'gpus of host 1' (use letters, digits, '.', '_' and '-')
+)") ==
+      R"(plan.yaml:3:7: error: invalid lock name 'gpus of host 1' (use letters, digits, '.', '_' and '-')
 lock: gpus of host 1
       ^
 )");

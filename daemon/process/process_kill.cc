@@ -1,5 +1,6 @@
 #include "process/process_kill.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -68,7 +69,10 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid
 struct KillPlan::Protection {
   pid_t self = 0;
   pid_t own_pgid = 0;
-  std::vector<pid_t> pids;                          // self, its ancestors, pid 1
+  std::vector<pid_t> pids;  // self, its ancestors, pid 1
+  // The ancestors of every deployctl running now (a `timeout`, `sudo` or CI runner whose
+  // command line holds the plan's name would match a pattern).
+  std::vector<pid_t> client_ancestors;
   std::vector<std::pair<dev_t, ino_t>> own_exes;    // this binary
   std::vector<std::pair<dev_t, ino_t>> tool_exes;   // the deployd and deployctl beside it
   std::vector<std::pair<dev_t, ino_t>> extra_exes;  // KillOptions::protected_exes
@@ -100,7 +104,34 @@ struct KillPlan::Protection {
     for (const std::string& path : extra_exes) {
       if (auto id = FileIdentity(path)) p.extra_exes.push_back(*id);
     }
+    p.AddClientAncestors();
     return p;
+  }
+
+  void AddClientAncestors() {
+    std::vector<std::pair<dev_t, ino_t>> clients;
+    if (std::string self_exe = SelfExePath(); !self_exe.empty()) {
+      if (auto id = FileIdentity(Dirname(self_exe) + "/deployctl")) clients.push_back(*id);
+    }
+    if (clients.empty()) return;
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return;
+    while (dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      auto id = FileIdentity(std::string("/proc/") + e->d_name + "/exe");
+      if (!id || std::find(clients.begin(), clients.end(), *id) == clients.end()) continue;
+      pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+      for (int hops = 0; hops < 4096; ++hops) {
+        auto stat = ReadProcStat(pid);
+        if (!stat || stat->ppid <= 1) break;
+        pid = stat->ppid;
+        if (std::find(client_ancestors.begin(), client_ancestors.end(), pid) !=
+            client_ancestors.end())
+          break;
+        client_ancestors.push_back(pid);
+      }
+    }
+    ::closedir(proc);
   }
 
   // Why `pid` must not be signalled, or "" when it may be.
@@ -109,6 +140,10 @@ struct KillPlan::Protection {
     if (pid == 1) return "is pid 1";
     if (std::find(pids.begin(), pids.end(), pid) != pids.end()) {
       return "is an ancestor of deployd";
+    }
+    if (std::find(client_ancestors.begin(), client_ancestors.end(), pid) !=
+        client_ancestors.end()) {
+      return "is an ancestor of a deployctl";
     }
     // An exe link that cannot be read (another user's process, when deployd is not root) is
     // not compared: deployd could not signal that process anyway.

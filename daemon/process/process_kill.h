@@ -18,8 +18,9 @@
 //
 // Protection: a plan never includes deployd itself, any process running the deployd or
 // deployctl binary (a supervisor, a second daemon, an attached client), the ancestors of the
-// calling process, pid 1, kernel threads or zombies — even when a pattern or pid list names
-// them. Those that matched are listed in excluded(), with why, for the step's evidence.
+// calling process and of every deployctl running (a `timeout`, `sudo` or CI runner whose
+// command line names the plan), pid 1, kernel threads or zombies — even when a pattern or pid list
+// names them. Those that matched are listed in excluded(), with why, for the step's evidence.
 //
 // Process groups: with `whole_groups`, every member of a matched process's group is a target
 // (vLLM's workers share the API server's group unless it was started with setsid). The

@@ -158,6 +158,53 @@ steps:
         self.wait_no_step_processes()
 
 
+class KillProtectionTest(DaemonTestCase):
+    def test_kill_spares_the_parents_of_a_deployctl(self):
+        # An operator's `timeout 600 deployctl watch …` (here a shell) has the pattern in its
+        # command line; a process that really matches does not.
+        import subprocess
+        from harness import DEPLOYCTL_BIN
+        marker = unique_marker("kill-protect")
+        target = subprocess.Popen(["sh", "-c", "sleep 1000; : " + marker], start_new_session=True)
+        self.addCleanup(target.kill)
+        plan = self.d.write_plan("wait.yaml", """\
+version: 1
+name: waiting
+steps:
+  - id: wait
+    approval: "just waits"
+""")
+        waiting, _ = self.d.apply(plan, wait=False, check=0)
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket)
+        parent = subprocess.Popen(["sh", "-c", "%s watch %s >/dev/null; true; : %s"
+                                   % (DEPLOYCTL_BIN, waiting, marker)], env=env,
+                                  start_new_session=True)
+        self.addCleanup(parent.kill)
+        wait_until(lambda: any(b"deployctl" in open("/proc/%d/cmdline" % c, "rb").read()
+                               for c in _children(parent.pid)), message="deployctl watch")
+        kill = self.d.write_plan("kill.yaml", """\
+version: 1
+name: kill
+steps:
+  - id: kill
+    kill: {match: '%s', grace: 1s}
+""" % marker)
+        run, _ = self.d.apply(kill, check=0)
+        self.assertIsNotNone(target.wait(10))
+        self.assertIsNone(parent.poll(), "the parent of a deployctl was signalled")
+        log = self.d.ctl("logs", run, "kill", check=0).stdout
+        self.assertIn("not signalling pid %d (sh): is an ancestor of a deployctl" % parent.pid, log)
+        self.d.ctl("cancel", waiting, check=0)
+
+
+def _children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
 class LockTest(DaemonTestCase):
     PLAN = """\
 version: 1

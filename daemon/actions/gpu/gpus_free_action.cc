@@ -1,5 +1,7 @@
 #include "actions/gpu/gpus_free_action.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -118,7 +120,17 @@ Status StopHolders(const GpusFreeResult& result, Duration grace, const ActionCon
   for (const GpuFreeVerdict& v : result.gpus) {
     if (v.free) continue;
     for (const GpuProcess& p : v.processes) {
-      if (names.emplace(p.pid, p.name).second) pids.push_back(p.pid);
+      if (!names.emplace(p.pid, p.name).second) continue;
+      // The pid as the GPU reported it, a moment ago: signalled only if it still names that
+      // process (a pid reused since, or a host pid seen from a container, is not).
+      std::optional<ProcessInfo> now = ReadProcess(p.pid);
+      if (now && !p.name.empty() && !SameProcessName(p.name, *now)) {
+        ctx.say("not signalling pid " + std::to_string(p.pid) + ": the GPU reported " + p.name +
+                ", the pid is " + now->Title() + " now");
+        names.erase(p.pid);
+        continue;
+      }
+      pids.push_back(p.pid);
     }
   }
   if (pids.empty()) {
@@ -144,6 +156,20 @@ Status StopHolders(const GpusFreeResult& result, Duration grace, const ActionCon
 }
 
 }  // namespace
+
+bool SameProcessName(const std::string& reported, const ProcessInfo& info) {
+  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  std::vector<std::string> names = {info.Title(), info.stat.comm};
+  if (!info.argv.empty()) names.insert(names.end(), {info.argv[0], base(info.argv[0])});
+  char exe[4096];
+  ssize_t n = ::readlink(("/proc/" + std::to_string(info.pid()) + "/exe").c_str(), exe, sizeof exe);
+  if (n > 0) names.push_back(std::string(exe, static_cast<size_t>(n)));
+  for (const std::string& name : names) {
+    if (name == reported || base(name) == base(reported)) return true;
+  }
+  // comm is cut to 15 characters.
+  return info.stat.comm.size() == 15 && base(reported).starts_with(info.stat.comm);
+}
 
 Status RunGpusFreeAction(const GpusFreeAction& action, const ActionContext& ctx) {
   GpuReader reader;

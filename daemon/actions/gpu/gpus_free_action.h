@@ -18,6 +18,7 @@
 #include "checks/checks.h"
 #include "deployd/plan.h"
 #include "deployd/status.h"
+#include "process/process_table.h"
 
 namespace deployd {
 
@@ -31,6 +32,11 @@ Status RunGpusFreeAction(const GpusFreeAction& action, const ActionContext& ctx)
 // kind kGpusFree: one read, EvaluateGpusFree. Summary and evidence as the library gives them
 // ("gpus_free 0,1: free (…; nvidia-smi)"), plus "target"; a read error fails the check with it.
 CheckOutcome ProbeGpusFree(const Check& check);
+
+// Whether `reported` — nvidia-smi's process_name (a path or a title) or NVML's title, read a
+// moment ago — still names `info`: the title, comm (cut to 15 characters), argv[0] or the
+// executable, by full name or base name. A GPU holder is signalled only then.
+bool SameProcessName(const std::string& reported, const ProcessInfo& info);
 
 }  // namespace deployd
 
