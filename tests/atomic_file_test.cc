@@ -98,3 +98,21 @@ TEST_CASE("WriteFileAtomically leaves the old file when the rename fails", "[ato
   CHECK(Entries(dir.path()) == std::vector<std::string>{"taken"});
   CHECK(Read(dir.File("taken/inside")) == "kept");
 }
+
+TEST_CASE("WriteFileAtomically without fsync replaces a file whole, also over a stale temporary",
+          "[atomic_file]") {
+  TempDir dir;
+  dir.Write("a.status", "old record");
+  dir.Write(".a.status.deployd-tmp", std::string(5000, 'z'));  // left by a killed writer
+  REQUIRE(WriteFileAtomically(dir.File("a.status"), "new", 0640, Durability::kProcessCrash).ok());
+  CHECK(Read(dir.File("a.status")) == "new");
+  CHECK(ModeOf(dir.File("a.status")) == 0640);
+  CHECK(Entries(dir.path()) == std::vector<std::string>{"a.status"});
+
+  // A directory in the file's place is refused as with fsync, and left as it was.
+  std::filesystem::create_directory(dir.File("taken"));
+  Status status = WriteFileAtomically(dir.File("taken"), "x", 0640, Durability::kProcessCrash);
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.message().rfind("cannot write " + dir.File("taken") + ": rename: ", 0) == 0);
+  CHECK(Entries(dir.path()) == std::vector<std::string>{"a.status", "taken"});
+}

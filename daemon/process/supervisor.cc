@@ -147,8 +147,10 @@ class Supervision {
           }
         }
       }
+      // As a subreaper, no child left means no descendant left: whatever the attempt started
+      // and orphaned came back here. Only then is /proc worth reading.
       const bool children_left = Reap();
-      if (exit_ && phase_ == Phase::kRunning) StopLeftovers(record);
+      if (exit_ && phase_ == Phase::kRunning && children_left) StopLeftovers(record);
       if (Clock::now() >= deadline_) OnDeadline(record);
       if (exit_ && !children_left) break;
       if (phase_ == Phase::kGivenUp) break;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace deployd {
@@ -23,6 +24,11 @@ Status WriteFileAtomically(const std::string& path, std::string_view content, mo
     return Status::Error("cannot write " + path + ": " + what + ": " + std::strerror(err));
   };
 
+  const bool sync = durability == Durability::kPowerLoss;
+  // Without fsync, a temporary file left by an earlier write is removed rather than truncated:
+  // ext4 flushes a file truncated or renamed over another at once (auto_da_alloc), which is the
+  // cost kProcessCrash exists to avoid.
+  if (!sync) ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) {
     int err = errno;
@@ -37,9 +43,20 @@ Status WriteFileAtomically(const std::string& path, std::string_view content, mo
     done += static_cast<size_t>(n);
   }
   if (::fchmod(fd, mode) != 0) return fail("chmod", fd);
-  const bool sync = durability == Durability::kPowerLoss;
   if (sync && ::fsync(fd) != 0) return fail("fsync", fd);
   ::close(fd);
+  if (!sync) {
+    // Exchanging the two names replaces the file as atomically as rename(2) does, without
+    // that flush (2-3 ms each time on ext4); the old content left under the temporary name is
+    // removed. Anything but a regular file in the target's place (nothing yet, a directory),
+    // or a filesystem without RENAME_EXCHANGE, gets the plain rename.
+    struct stat target;
+    if (::lstat(path.c_str(), &target) == 0 && S_ISREG(target.st_mode) &&
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+      ::unlink(tmp.c_str());
+      return Status::Ok();
+    }
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", -1);
   // The rename itself is durable only once the directory is. A directory that cannot be
   // opened or synced (some filesystems refuse) leaves the new file in place, which is the

@@ -162,9 +162,10 @@ steps:
                 run, _ = self.d.apply(plan, wait=False, check=0)
                 self.wait_action(run, "work", marker)
                 self.d.kill9()
-                supervisors = pids_with_marker("--supervise")
-                for pid in action_pids(marker) + [p for p in supervisors
-                                                      if p in pids_with_marker(self.d.tag, ("environ",))]:
+                # The supervisor first: one that outlived its action would record how it ended.
+                supervisors = [p for p in pids_with_marker("--supervise")
+                               if p in pids_with_marker(self.d.tag, ("environ",))]
+                for pid in supervisors + action_pids(marker):
                     os.kill(pid, signal.SIGKILL)
                 wait_until(lambda: not action_pids(marker), message="the action to die")
                 if idempotent:
