@@ -18,6 +18,8 @@
 
 #include "process/process_exit_watch.h"
 #include "process/process_identity.h"
+#include "process/spawn.h"
+#include "process/supervisor.h"
 #include "process/supervisor_record.h"
 #include "test_support.h"
 #include "util/atomic_file.h"
@@ -285,4 +287,47 @@ TEST_CASE("Find: an action still running is watched again; an ended one says how
   CHECK(SupervisedAction::Find(io.get_executor(), dir.File("never-written.status"),
                                w->started->supervisor, {})
             .kind == SupervisedAction::Found::Kind::kNeverStarted);
+}
+
+TEST_CASE("Find: a supervisor caught before its first record is watched by its identity") {
+  TempDir dir;
+  asio::io_context io;
+  SupervisorOptions supervision;
+  supervision.status_file = dir.File("step.1.status");
+  supervision.log_file = dir.File("step.log");
+  // A shell that stops itself and then becomes the supervisor (same pid, same start time): the
+  // supervisor as deployd finds it when it died right after starting it.
+  SpawnRequest request;
+  request.argv = {"/bin/sh", "-c", "kill -STOP $$; exec \"$@\"", "sh"};
+  for (const std::string& arg : SupervisorCommand(DEPLOYD_TEST_BIN, supervision))
+    request.argv.push_back(arg);
+  request.argv.insert(request.argv.end(), {"/bin/sh", "-c", "echo ran; exit 4"});
+  Result<Spawned> spawned = Spawn(request);
+  REQUIRE(spawned.ok());
+  ::close(spawned->pidfd);
+  int stopped = 0;
+  REQUIRE(::waitpid(spawned->pid, &stopped, WUNTRACED) == spawned->pid);
+  REQUIRE(WIFSTOPPED(stopped));
+  REQUIRE_FALSE(std::filesystem::exists(supervision.status_file));
+  std::optional<ProcessIdentity> supervisor = ProcessIdentity::Of(spawned->pid);
+  REQUIRE(supervisor.has_value());
+
+  // Without its identity nothing says it exists; with it, it is awaited.
+  CHECK(SupervisedAction::Find(io.get_executor(), supervision.status_file, std::nullopt, {}).kind ==
+        SupervisedAction::Found::Kind::kNeverStarted);
+  std::optional<ActionEnd> end;
+  SupervisedAction::Handlers handlers;
+  handlers.on_end = [&](const ActionEnd& e) { end = e; };
+  SupervisedAction::Found found =
+      SupervisedAction::Find(io.get_executor(), supervision.status_file, supervisor, handlers);
+  REQUIRE(found.kind == SupervisedAction::Found::Kind::kAlive);
+  CHECK(found.record.action.pid == 0);
+  ::kill(spawned->pid, SIGCONT);
+  RunUntil(io, [&] {
+    int status;
+    ::waitpid(spawned->pid, &status, WNOHANG);  // the test is its parent: reap it
+    return end.has_value();
+  });
+  CHECK(end->reason == "exit status 4");
+  CHECK(ReadFile(supervision.log_file) == "ran\n");
 }

@@ -1,6 +1,7 @@
 // RunManager: after a restart of deployd (DESIGN.md §1 "Crash and restart"), what became of
 // each attempt that was running, read from its committed record and its supervisor:
-//   - its supervisor is alive → reattached and awaited (a foreground action as a background
+//   - its supervisor is alive (also one found by the attempt's tag before its first record)
+//     → reattached and awaited (a foreground action as a background
 //     one), its log followed from where the attempt's output starts, its timeout re-armed for
 //     what is left of it; a stop that was in progress goes on;
 //   - it ended while deployd was down → judged by the end its supervisor recorded;
@@ -10,9 +11,12 @@
 //   - otherwise (another boot, no record) → the step machine's rule for the unknown.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "engine/active_run.h"
 #include "engine/run_manager.h"
 #include "process/process_tree.h"
+#include "process/supervisor.h"
 #include "util/clock.h"
 
 namespace deployd {
@@ -20,6 +24,20 @@ namespace deployd {
 namespace {
 
 constexpr const char* kWhileDown = " (it ended while deployd was down)";
+
+// Among an attempt's processes, its supervisor: the one started as `deployd --supervise` for
+// this attempt's status file.
+std::optional<ProcessIdentity> StartingSupervisor(const std::vector<ProcStat>& processes,
+                                                  const std::string& status_file) {
+  for (const ProcStat& p : processes) {
+    std::optional<ProcessInfo> info = ReadProcess(p.pid);
+    if (!info || info->stat.start_time != p.start_time || info->argv.size() < 2) continue;
+    const std::vector<std::string>& argv = info->argv;
+    if (argv[1] == kSuperviseFlag && std::find(argv.begin(), argv.end(), status_file) != argv.end())
+      return ProcessIdentity{p.pid, p.start_time, CurrentBootId()};
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -36,15 +54,25 @@ void RunManager::Recover(ActiveRun& run, size_t index) {
   if (attempt->stop) live.pending_stop = attempt->stop;
   const std::string run_id = run.record.id;
   int gen = ++live.action_gen;
-  SupervisedAction::Handlers handlers;
-  handlers.on_started = [this, run_id, index, gen](const SupervisorRecord& started) {
-    OnAttemptStarted(run_id, index, gen, started);
+  auto find = [&](const std::optional<ProcessIdentity>& supervisor) {
+    SupervisedAction::Handlers handlers;
+    handlers.on_started = [this, run_id, index, gen](const SupervisorRecord& started) {
+      OnAttemptStarted(run_id, index, gen, started);
+    };
+    handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
+      OnAttemptEnd(run_id, index, gen, end, "");
+    };
+    return SupervisedAction::Find(ex_, attempt->status_file, supervisor, std::move(handlers));
   };
-  handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
-    OnAttemptEnd(run_id, index, gen, end, "");
-  };
-  SupervisedAction::Found found =
-      SupervisedAction::Find(ex_, attempt->status_file, attempt->supervisor, std::move(handlers));
+  SupervisedAction::Found found = find(attempt->supervisor);
+  std::vector<ProcStat> left;
+  if (found.kind == SupervisedAction::Found::Kind::kNeverStarted && !attempt->tag.empty()) {
+    // deployd went away between starting the supervisor and its first record: the supervisor
+    // is found by the attempt's tag, and awaited like any other.
+    left = ProcessesWithEnvironment(std::string(kAttemptTagVar) + "=" + attempt->tag);
+    if (std::optional<ProcessIdentity> starting = StartingSupervisor(left, attempt->status_file))
+      found = find(starting);
+  }
   switch (found.kind) {
     case SupervisedAction::Found::Kind::kAlive:
       Reattach(run, index, gen, *attempt, found);
@@ -64,8 +92,7 @@ void RunManager::Recover(ActiveRun& run, size_t index) {
     case SupervisedAction::Found::Kind::kUnknown:
       break;
   }
-  std::vector<ProcStat> left;
-  if (!attempt->tag.empty())
+  if (found.kind != SupervisedAction::Found::Kind::kNeverStarted && !attempt->tag.empty())
     left = ProcessesWithEnvironment(std::string(kAttemptTagVar) + "=" + attempt->tag);
   const bool never_started = found.kind == SupervisedAction::Found::Kind::kNeverStarted &&
                              attempt->boot_id == CurrentBootId() && left.empty();
@@ -143,6 +170,10 @@ void RunManager::Reattach(ActiveRun& run, size_t index, int gen, const AttemptRe
   event.detail = std::string("deployd restarted; reattached to the ") +
                  (live.def->background ? "background action" : "action") + " (pid " +
                  std::to_string(found.record.action.pid) + ")";
+  if (!found.record.action.pid) {
+    event.detail = "deployd restarted; reattached to the attempt's supervisor (pid " +
+                   std::to_string(found.record.supervisor.pid) + "), which was starting the action";
+  }
   Dispatch(run_id, index, StepEvent::kReattach, std::move(event), EventSource::kAction, gen);
   ActiveRun* r = Find(run_id);
   if (!r || IsTerminal(r->record.steps[index].state)) return;

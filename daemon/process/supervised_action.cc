@@ -106,7 +106,9 @@ SupervisedAction::Found SupervisedAction::Find(asio::any_io_executor ex,
   // committing its report (a foreground attempt's processes are never committed).
   std::optional<ProcessIdentity> action, supervisor = committed;
   Result<std::optional<SupervisorRecord>> read = ReadSupervisorRecord(status_file);
-  if (read.ok() && !read.value()) {
+  // No record and no supervisor known: the attempt never started. A supervisor known (also one
+  // that has not written its first record yet) is watched whatever its file says.
+  if (read.ok() && !read.value() && !committed) {
     found.kind = Found::Kind::kNeverStarted;
     return found;
   }
@@ -136,6 +138,10 @@ SupervisedAction::Found SupervisedAction::Find(asio::any_io_executor ex,
     }
     // Gone, possibly a moment ago: its last record is read again below.
     read = ReadSupervisorRecord(status_file);
+    if (read.ok() && !read.value()) {
+      found.kind = Found::Kind::kNeverStarted;  // it wrote nothing: it started nothing
+      return found;
+    }
   }
   if (read.ok() && read.value()) {
     const SupervisorRecord& record = *read.value();

@@ -73,7 +73,8 @@ class SupervisedAction : public std::enable_shared_from_this<SupervisedAction> {
     SupervisorRecord record;  // kAlive: who the action and its supervisor are, since when
     ActionEnd end;            // kEnded
   };
-  // `supervisor`: as committed, if it was (else as the status file names it).
+  // `supervisor`: as committed, if it was (else as the status file names it); one given is
+  // watched even before its first record (kNeverStarted only when neither says who).
   static Found Find(boost::asio::any_io_executor ex, const std::string& status_file,
                     const std::optional<ProcessIdentity>& supervisor, Handlers handlers);
 

@@ -121,6 +121,8 @@ class CrashCampaignTest(DaemonTestCase):
         for run, work_dir, kinds in runs:
             status = self.d.wait_run(run)
             outcomes[status["state"]] += 1
+            if status["state"] != "succeeded":
+                print("crash campaign: %s %s: %s" % (run, status["state"], status["reason"]))
             self.assert_events_consistent(run)
             self.check_ledger(run, work_dir, kinds, status)
         print("crash campaign: %d kills over %d runs: %s"
