@@ -4,10 +4,14 @@
 // --commits-per-step small durable SQLite transactions (WAL, synchronous=FULL), in the order
 // the daemon makes them (one before the spawn, the rest after). --extra-commits adds the
 // run-level ones (created/running/succeeded), half before the first step and half after the last.
+// --supervisor DEPLOYD runs each /bin/true under `DEPLOYD --supervise` (records and log beside
+// the database): the floor of the same work with every attempt owned by its supervisor.
 //
 // Usage: deployd_bench_floor --db PATH [--steps N] [--commits-per-step K] [--extra-commits E]
+//                            [--supervisor DEPLOYD]
 // Prints one JSON object: steps, commits, total_s, per_step_ms, and the median/p90 of one spawn
 // and of one commit, in ms.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -52,6 +56,7 @@ double Quantile(std::vector<double> v, double q) {
 int main(int argc, char** argv) {
   std::string db_path;
   long steps = 1000, per_step = 3, extra = 3;
+  std::string supervisor;  // with --supervisor DEPLOYD: /bin/true under `deployd --supervise`
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--db")
@@ -62,11 +67,14 @@ int main(int argc, char** argv) {
       per_step = std::atol(argv[i + 1]);
     else if (a == "--extra-commits")
       extra = std::atol(argv[i + 1]);
+    else if (a == "--supervisor")
+      supervisor = argv[i + 1];
     else
       Die("unknown option " + a);
   }
   if (db_path.empty() || steps <= 0 || per_step < 0 || extra < 0)
-    Die("usage: --db PATH [--steps N] [--commits-per-step K] [--extra-commits E]");
+    Die("usage: --db PATH [--steps N] [--commits-per-step K] [--extra-commits E] "
+        "[--supervisor DEPLOYD]");
 
   sqlite3* db = nullptr;
   if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) Die("cannot open " + db_path);
@@ -107,14 +115,28 @@ int main(int argc, char** argv) {
   };
 
   char prog[] = "/bin/true";
-  char* child_argv[] = {prog, nullptr};
+  std::vector<std::string> args = {prog};
+  if (!supervisor.empty()) {
+    // What every attempt costs under the ownership design: the supervisor (deployd re-executed)
+    // writing its records, then the action. Records and log beside the database.
+    args = {supervisor, "--supervise",       "--grace",        "10000", "--log-cap",
+            "0",        db_path + ".status", db_path + ".log", "--",    prog};
+  }
+  // The supervisor reports on its stdout (a pipe to deployd); here it goes nowhere.
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> child_argv;
+  for (std::string& a : args) child_argv.push_back(a.data());
+  child_argv.push_back(nullptr);
   auto start = Clock::now();
   for (long e = 0; e < extra / 2; ++e) durable_commit(-1);
   for (long s = 0; s < steps; ++s) {
     if (per_step > 0) durable_commit(s);  // running
     auto t0 = Clock::now();
     pid_t pid;
-    if (int rc = posix_spawn(&pid, prog, nullptr, nullptr, child_argv, environ); rc != 0)
+    if (int rc = posix_spawn(&pid, child_argv[0], &quiet, nullptr, child_argv.data(), environ);
+        rc != 0)
       Die(std::string("posix_spawn: ") + std::strerror(rc));
     int status;
     while (waitpid(pid, &status, 0) < 0) {

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-TARGET_RATIO = 1.5
+TARGET_RATIO = 1.25
 
 
 def make_plan(steps, check_file):
@@ -95,12 +95,14 @@ def phase_medians(events):
     return {k: benchlib.median(v) for k, v in gaps.items() if len(v) > 2}
 
 
-def floor_run(floor, steps, per_step, extra, tmp_root):
+def floor_run(floor, steps, per_step, extra, tmp_root, supervisor=None):
     with tempfile.TemporaryDirectory(prefix="deployd-bench-floor-", dir=tmp_root) as work:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        p = subprocess.run([floor, "--db", os.path.join(work, "floor.db"), "--steps", str(steps),
-                            "--commits-per-step", str(per_step), "--extra-commits", str(extra)],
-                           check=True, stdout=subprocess.PIPE, text=True)
+        argv = [floor, "--db", os.path.join(work, "floor.db"), "--steps", str(steps),
+                "--commits-per-step", str(per_step), "--extra-commits", str(extra)]
+        if supervisor:
+            argv += ["--supervisor", supervisor]
+        p = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         result = json.loads(p.stdout)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -124,7 +126,7 @@ def main():
 
     print(f"throughput: {args.steps} steps of run: [/bin/true] + verify file:, "
           f"{args.runs} runs each; load average {benchlib.load_average()}", flush=True)
-    daemon_results, floor_results = [], []
+    daemon_results, floor_results, supervised_results = [], [], []
     for i in range(args.runs):
         r = daemon_run(deployd, deployctl, args.steps, args.tmp, args.keep)
         daemon_results.append(r)
@@ -140,9 +142,13 @@ def main():
         per_step = round(r["step_events"] / args.steps)
         f = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp)
         floor_results.append(f)
-        print(f"  floor  {i + 1}: {f['total_s']:.2f}s = {f['per_step_ms']:.2f} ms/step "
-              f"(CPU {f['cpu_per_step_ms']:.2f} ms/step; {f['commits']} commits; spawn median {f['spawn_median_ms']:.2f} ms, "
-              f"commit median {f['commit_median_ms']:.2f} ms)", flush=True)
+        s = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp, deployd)
+        supervised_results.append(s)
+        for name, x in (("floor ", f), ("floor+supervisor", s)):
+            print(f"  {name} {i + 1}: {x['total_s']:.2f}s = {x['per_step_ms']:.2f} ms/step "
+                  f"(CPU {x['cpu_per_step_ms']:.2f} ms/step; {x['commits']} commits; "
+                  f"spawn median {x['spawn_median_ms']:.2f} ms, "
+                  f"commit median {x['commit_median_ms']:.2f} ms)", flush=True)
 
     d_wall = benchlib.median([r["wall_per_step_ms"] for r in daemon_results])
     d_rec = benchlib.median([r["recorded_per_step_ms"] for r in daemon_results])
@@ -152,6 +158,8 @@ def main():
                    for r, f in zip(daemon_results, floor_results)]
     d_cpu = benchlib.median([r["cpu_per_step_ms"] for r in daemon_results])
     f_cpu = benchlib.median([f["cpu_per_step_ms"] for f in floor_results])
+    sv = benchlib.median([x["per_step_ms"] for x in supervised_results])
+    sv_cpu = benchlib.median([x["cpu_per_step_ms"] for x in supervised_results])
     summary = {
         "steps": args.steps,
         "runs": args.runs,
@@ -163,11 +171,15 @@ def main():
         "daemon_cpu_per_step_ms_median": round(d_cpu, 3),
         "floor_cpu_per_step_ms_median": round(f_cpu, 3),
         "ratio_recorded": round(d_rec / fl, 3),
+        "floor_supervised_per_step_ms_median": round(sv, 3),
+        "floor_supervised_cpu_per_step_ms_median": round(sv_cpu, 3),
+        "ratio_wall_supervised": round(d_wall / sv, 3),
         "ratio_per_pair": [round(x, 3) for x in pair_ratios],
         "target_ratio": TARGET_RATIO,
         "events_per_step": daemon_results[0]["step_events"] / args.steps,
         "daemon": daemon_results,
         "floor": floor_results,
+        "floor_supervised": supervised_results,
     }
     print(f"daemon per step: {d_wall:.2f} ms wall (median of {args.runs}), "
           f"{d_rec:.2f} ms from created/finished_at_ms")
@@ -179,6 +191,8 @@ def main():
           f" (median {benchlib.median(pair_ratios):.2f})")
     print(f"CPU per step (user+sys, with children): daemon {d_cpu:.2f} ms, floor {f_cpu:.2f} ms "
           f"(+{d_cpu - f_cpu:.2f} ms)")
+    print(f"floor with every action under its supervisor: {sv:.2f} ms/step (CPU {sv_cpu:.2f} ms); "
+          f"daemon / that floor: {d_wall / sv:.2f}x wall")
     print(f"load average at end: {summary['load_average_end']}")
     if args.json:
         with open(args.json, "w") as out:
