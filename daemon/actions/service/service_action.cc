@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actions/service/systemctl.h"
+#include "actions/service/unit_cgroup.h"
 #include "actions/service/unit_file.h"
 #include "process/blocking_command.h"
 #include "process/process_stop.h"
@@ -157,13 +158,23 @@ std::string LeftoverError(const std::string& unit, const std::vector<pid_t>& lef
          DescribePids(left);
 }
 
+// What is in the unit's cgroup; an error when that cannot be read.
+Result<std::vector<pid_t>> Leftovers(const std::string& unit, const UnitStatus& st) {
+  Result<std::vector<pid_t>> left = UnitCgroupProcs(st.control_group);
+  if (!left.ok())
+    return Status::Error("cannot prove that no process is left in " + unit +
+                         "'s cgroup: " + left.status().message());
+  return left;
+}
+
 Status Stop(const std::string& unit, const ServiceAction& action, const ActionContext& ctx) {
   auto st = ShowUnit(unit);
   if (!st.ok()) return st.status();
   if (st->Stopped()) {
-    std::vector<pid_t> left = CgroupProcs(*st);
-    if (!left.empty()) {
-      return Status::Error(LeftoverError(unit, left, "although it is " + st->State()));
+    Result<std::vector<pid_t>> left = Leftovers(unit, *st);
+    if (!left.ok()) return left.status();
+    if (!left->empty()) {
+      return Status::Error(LeftoverError(unit, *left, "although it is " + st->State()));
     }
     if (st->load_state == "not-found") {
       ctx.say(unit + " is not installed; nothing to stop");
@@ -188,11 +199,13 @@ Status Stop(const std::string& unit, const ServiceAction& action, const ActionCo
     std::string main = st->main_pid > 0 ? ", main " + DescribePid(st->main_pid) : "";
     return Status::Error(unit + " did not stop: " + st->State() + main);
   }
-  if (std::vector<pid_t> left = CgroupProcs(*st); !left.empty()) {
-    WaitUntilGone(left, kDrain);
-    left = CgroupProcs(*st);
-    if (!left.empty()) return Status::Error(LeftoverError(unit, left, "after stop"));
+  Result<std::vector<pid_t>> left = Leftovers(unit, *st);
+  if (left.ok() && !left->empty()) {
+    WaitUntilGone(*left, kDrain);
+    left = Leftovers(unit, *st);
   }
+  if (!left.ok()) return left.status();
+  if (!left->empty()) return Status::Error(LeftoverError(unit, *left, "after stop"));
   std::string result =
       st->result.empty() || st->result == "success" ? "" : " (Result=" + st->result + ")";
   ctx.say(unit + " is stopped: " + st->State() + result + ", no process left in its cgroup");

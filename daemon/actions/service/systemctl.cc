@@ -107,11 +107,6 @@ UnitStatus ParseShow(std::string_view text) {
   return st;
 }
 
-std::string CgroupRoot() {
-  const char* root = std::getenv("DEPLOYD_CGROUP_ROOT");
-  return root && *root ? root : "/sys/fs/cgroup";
-}
-
 bool IsUnitChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == ':' || c == '_' || c == '.' ||
          c == '\\' || c == '@' || c == '-';
@@ -167,19 +162,6 @@ Status SystemctlVerb(const std::string& verb, const std::string& unit, Duration 
                          " failed: " + out->Reason());
   }
   return Status::Ok();
-}
-
-std::vector<pid_t> CgroupProcs(const UnitStatus& st) {
-  std::vector<pid_t> pids;
-  if (st.control_group.empty()) return pids;
-  std::ifstream in(CgroupRoot() + st.control_group + "/cgroup.procs");
-  pid_t pid = 0;
-  while (in >> pid) {
-    // cgroup v2 lists no zombies; a stale list (the stand-in's) may.
-    auto stat = ReadProcStat(pid);
-    if (stat && stat->state != 'Z' && stat->state != 'X') pids.push_back(pid);
-  }
-  return pids;
 }
 
 std::string DescribePids(const std::vector<pid_t>& pids) {
