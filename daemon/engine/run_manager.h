@@ -126,6 +126,10 @@ class RunManager {
   std::shared_ptr<void> WhenActionsExit(const std::string& run_id, const std::string& step_id,
                                         std::function<void()> done);
   size_t active_runs() const { return runs_.size(); }
+  // SIGHUP: takes the settings that may change while deployd runs (log_cap_bytes, retention,
+  // unit_dir, allowed_roots) from `options`, for what starts from now on; runs that a shorter
+  // retention expires are forgotten at once.
+  void Reconfigure(const RunManagerOptions& options);
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
