@@ -188,7 +188,7 @@ class RunManager {
   // step_output.cc
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire
   // until the step ends.
-  void FollowJournal(ActiveRun& run, size_t index, int gen);
+  void FollowJournal(ActiveRun& run, size_t index, int gen, bool recovering = false);
   void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
 

@@ -9,8 +9,10 @@
 #include <cstdio>
 
 #include "engine/active_run.h"
+#include "engine/attempt_record.h"
 #include "engine/run_manager.h"
 #include "engine/wire_records.h"
+#include "util/clock.h"
 #include "util/json_fields.h"
 #include "util/units.h"
 
@@ -56,9 +58,9 @@ StepEventInfo StallEvent(const ProgressSpec& spec, const ProgressSnapshot& snaps
 
 }  // namespace
 
-// `journalctl -u UNIT -f -n 0 -o cat` (journal_follower.h), started before the action, until
-// the step ends.
-void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
+// The unit's journal from the attempt's fire on (journal_follower.h), started before the
+// action, until the step ends.
+void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen, bool recovering) {
   LiveStep& live = run.live[index];
   const Step& def = *live.def;
   if (def.kind != ActionKind::kService || live.fail_on.empty() ||
@@ -70,8 +72,16 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
     if (!run || run->live[index].action_gen != gen) return;
     OnOutputLine(run_id, index, gen, line);
   };
-  Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(
-      ex_, def.service.unit, LogPath(run_id, def.id), options_.log_cap_bytes, run_id, on_line);
+  std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(run.record.steps[index].action);
+  JournalFollower::Options options;
+  options.unit = def.service.unit;
+  // An attempt of an older deployd has no fire time: from now on.
+  options.fired_at_ms = attempt && attempt->fired_at_ms ? attempt->fired_at_ms : NowMs();
+  options.recovering = recovering;
+  options.log_path = LogPath(run_id, def.id);
+  options.log_cap_bytes = options_.log_cap_bytes;
+  options.run_id = run_id;
+  Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(ex_, options, on_line);
   if (!journal.ok()) {
     spdlog::warn("{} {}: cannot follow the journal of {}: {}", run_id, def.id, def.service.unit,
                  journal.status().message());

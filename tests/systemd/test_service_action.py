@@ -3,6 +3,7 @@ proven serving, then stopped and disabled with no process left in its cgroup —
 hierarchy this host really has (hybrid here: cgroup2 under /sys/fs/cgroup/unified); a unit
 with KillMode=process whose stop leaves a worker behind is a failure that names it."""
 
+import os
 import sys
 import unittest
 
@@ -98,6 +99,113 @@ steps:
         self.assertEqual(self.d.show(unit, "ActiveState")["ActiveState"], "inactive")
         # systemd agrees: the unit is stopped and the worker is still in its cgroup.
         self.assertIn(leftover, self.d.sh("cat", procs).stdout.split())
+
+
+OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+
+
+class FailOnTest(SystemdTestCase):
+    """fail_on meets the lines of the unit's invocations since the step fired, wherever they
+    fall. With Type=exec real systemd often journals a server's first lines before its
+    "Started" line: a fatal line printed at once fails the step every time, whether the server
+    keeps running (the API server of a vLLM whose worker died) or exits. Not the old server's
+    last words during a restart, not an older start's lines in the journal's tail; and
+    everything said while deployd itself was down."""
+
+    def plan(self, name, unit, script, state="started", verify="service: UNIT"):
+        return self.d.write_plan(name + ".yaml", """\
+version: 1
+name: %s
+steps:
+  - id: launch
+    service:
+      unit: %s
+      state: %s
+      exec: [sh, -c, '%s', '%s']
+    watch:
+      fail_on: vllm
+    verify:
+      - %s
+        every: 200ms
+        within: 30s
+""" % (name, unit, state, script, OOM_LINE, verify.replace("UNIT", unit)))
+
+    def assert_every_start_fails_on_the_line(self, unit, then, starts):
+        self.unit_cleanup(unit)
+        plan = self.plan("launch", unit, 'echo "$0"; ' + then, state="restarted",
+                         verify="tcp: 127.0.0.1:9")
+        reasons = []
+        for _ in range(starts):
+            # The unit deployd writes allows 3 starts in 30 minutes (StartLimitBurst=).
+            self.d.systemctl("reset-failed", unit, check=False)
+            run, cp = self.d.apply(plan, check=1)
+            reasons.append(self.d.step(run, "launch")["reason"])
+        missed = [r for r in reasons if OOM_LINE not in r or "CUDA out of memory: " not in r]
+        self.assertEqual(missed, [], "%d of %d starts missed the line" % (len(missed), starts))
+
+    def test_a_fatal_first_line_of_a_server_that_keeps_running_fails_every_start(self):
+        self.d.install()
+        self.assert_every_start_fails_on_the_line("e2e-oom-runs.service", "exec sleep 1000", 10)
+
+    def test_a_fatal_first_line_of_a_server_that_exits_fails_every_start(self):
+        self.d.install()
+        self.assert_every_start_fails_on_the_line("e2e-oom-exits.service", "exit 1", 5)
+
+    def test_the_old_servers_last_words_during_a_restart_are_not_the_new_ones(self):
+        unit = "e2e-last-words.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        # A server that prints a fatal-looking line when it is stopped.
+        script = 'trap "echo \\"\\$0\\"; exit 0" TERM; echo serving; while :; do sleep 0.1; done'
+        run, cp = self.d.apply(self.plan("start", unit, script), check=0)
+        old = self.d.show(unit, "InvocationID")["InvocationID"]
+        run, cp = self.d.apply(self.plan("restart", unit, script, state="restarted"), check=0)
+        self.assertEqual(self.d.step(run, "launch")["state"], "succeeded")
+        self.assertNotEqual(self.d.show(unit, "InvocationID")["InvocationID"], old)
+        # The old server did say it, in the journal of its own invocation.
+        said = [e for e in self.d.journal_entries(unit) if e.get("MESSAGE") == OOM_LINE]
+        self.assertEqual([e["_SYSTEMD_INVOCATION_ID"] for e in said], [old])
+        self.assertNotIn(OOM_LINE, self.d.ctl("logs", run, "launch", check=0).stdout)
+
+    def test_an_older_starts_fatal_line_is_not_the_reason_a_start_fails(self):
+        unit = "e2e-bad-flag.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        bad = self.d.inside + "/bad-flag"
+        script = ('if [ -e %s ]; then echo "serve: error: unrecognized arguments: --bogus"; '
+                  'exit 2; fi; echo "$0"; exec sleep 1000' % bad)
+        plan = self.plan("launch", unit, script, state="restarted")
+        run, cp = self.d.apply(plan, check=1)
+        self.assertIn(OOM_LINE, self.d.step(run, "launch")["reason"])
+        open(os.path.join(self.d.dir, "bad-flag"), "w").close()
+        self.d.systemctl("reset-failed", unit, check=False)
+        run, cp = self.d.apply(plan, check=1)
+        step = self.d.step(run, "launch")
+        self.assertNotIn("CUDA out of memory", step["reason"])
+        self.assertIn("main process exited with status 2", step["reason"])
+        log = self.d.ctl("logs", run, "launch", check=0).stdout
+        self.assertIn("serve: error: unrecognized arguments: --bogus", log)
+        self.assertNotIn(OOM_LINE, log)
+
+    def test_a_fatal_line_said_while_deployd_was_down_fails_the_step_after_its_restart(self):
+        unit = "e2e-while-down.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        go = self.d.inside + "/go"
+        script = ('echo loading; while [ ! -e %s ]; do sleep 0.1; done; echo "$0"; exec sleep 1000'
+                  % go)
+        plan = self.plan("launch", unit, script, verify="tcp: 127.0.0.1:9")
+        run, cp = self.d.apply(plan, wait=False, check=0)
+        self.d.wait_step(run, "launch", ("verifying",))
+        self.d.stop()
+        open(os.path.join(self.d.dir, "go"), "w").close()
+        harness.wait_until(lambda: OOM_LINE in self.d.journal(unit), timeout=30,
+                           message="the line in the journal")
+        self.d.start()
+        status = self.d.wait_run(run, timeout=60)
+        step = self.d.step(run, "launch", status)
+        self.assertEqual(step["state"], "failed", status)
+        self.assertIn(OOM_LINE, step["reason"])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ namespace {
 
 constexpr char kShowProperties[] =
     "LoadState,ActiveState,SubState,MainPID,ExecMainStatus,ExecMainCode,UnitFileState,"
-    "ControlGroup,NRestarts,Result,NeedDaemonReload,TimeoutStopUSec";
+    "ControlGroup,NRestarts,Result,NeedDaemonReload,TimeoutStopUSec,InvocationID";
 
 template <typename Int>
 Int ToInt(std::string_view text) {
@@ -91,6 +91,8 @@ UnitStatus ParseShow(std::string_view text) {
       st.control_group = value;
     else if (key == "Result")
       st.result = value;
+    else if (key == "InvocationID")
+      st.invocation_id = value;
     else if (key == "MainPID")
       st.main_pid = ToInt<pid_t>(value);
     else if (key == "ExecMainStatus")

@@ -32,6 +32,7 @@ Result<std::string> NormalizeUnit(const std::string& unit);
 // The unit as `systemctl show` describes it.
 struct UnitStatus {
   std::string load_state, active_state, sub_state, unit_file_state, control_group, result;
+  std::string invocation_id;  // of the unit's current (or last) run; "" before the first
   pid_t main_pid = 0;
   int exec_main_status = 0;
   int exec_main_code = 0;  // CLD_EXITED 1, CLD_KILLED 2, CLD_DUMPED 3; 0: never ran
