@@ -4,6 +4,7 @@ hierarchy this host really has (hybrid here: cgroup2 under /sys/fs/cgroup/unifie
 with KillMode=process whose stop leaves a worker behind is a failure that names it."""
 
 import os
+import re
 import sys
 import unittest
 
@@ -99,6 +100,97 @@ steps:
         self.assertEqual(self.d.show(unit, "ActiveState")["ActiveState"], "inactive")
         # systemd agrees: the unit is stopped and the worker is still in its cgroup.
         self.assertIn(leftover, self.d.sh("cat", procs).stdout.split())
+
+
+class ServiceLifecycleTest(SystemdTestCase):
+    """What a deployment meets: a changed unit file, a server that dies at start, a program
+    that cannot be executed, and a restart of deployd while the step verifies."""
+
+    def launch(self, unit, exec_, verify="service: UNIT", name="launch"):
+        return self.d.write_plan(name + ".yaml", """\
+version: 1
+name: %s
+steps:
+  - id: launch
+    service: {unit: %s, state: started, exec: %s}
+    verify:
+      - %s
+        every: 100ms
+        within: 60s
+""" % (name, unit, exec_, verify.replace("UNIT", unit)))
+
+    def test_a_changed_unit_file_restarts_the_running_unit(self):
+        unit = "e2e-changed.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        self.d.apply(self.launch(unit, "[sleep, '1001']", name="first"), check=0)
+        first = self.d.show(unit, "MainPID", "InvocationID")
+        run, cp = self.d.apply(self.launch(unit, "[sleep, '1002']", name="second"), check=0)
+        log = self.d.ctl("logs", run, "launch", check=0).stdout
+        self.assertIn("the unit file changed while %s was running: restarting it\n"
+                      "systemctl restart %s\n" % (unit, unit), log)
+        after = self.d.show(unit, "MainPID", "InvocationID", "NeedDaemonReload")
+        self.assertNotEqual(after["MainPID"], first["MainPID"])
+        self.assertNotEqual(after["InvocationID"], first["InvocationID"])
+        self.assertEqual(after["NeedDaemonReload"], "no")
+        self.assertEqual(self.d.sh("cat", "/proc/%s/cmdline" % after["MainPID"]).stdout,
+                         "/usr/bin/sleep\x001002\x00")
+        # Unchanged, it is left alone.
+        run, cp = self.d.apply(self.launch(unit, "[sleep, '1002']", name="second"), check=0)
+        self.assertEqual(self.d.show(unit, "MainPID")["MainPID"], after["MainPID"])
+
+    def test_a_server_dying_at_start_fails_the_step_with_its_exit_and_last_lines(self):
+        unit = "e2e-dies.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        run, cp = self.d.apply(self.launch(
+            unit, "[sh, -c, 'echo vllm serve: error: argument --port: invalid int; exit 3']"),
+            check=1)
+        step = self.d.step(run, "launch")
+        # Real systemd fails the start job itself when the process exits before the job is
+        # done (Type=exec), or reports it started and the 2 s settle sees it die.
+        self.assertRegex(step["reason"], r"^(systemctl start %s failed: Job for %s failed because "
+                         r"the control process exited with error code\.; |%s is not running "
+                         r"\(activating/auto-restart\): )main process exited with status 3 "
+                         r"\(ExecMainStatus=3\)$" % ((re.escape(unit),) * 3))
+        log = self.d.ctl("logs", run, "launch", check=0).stdout
+        self.assertIn("last journal lines of %s:\n" % unit, log)
+        self.assertIn("  vllm serve: error: argument --port: invalid int\n", log)
+        self.assertIn("  %s: Main process exited, code=exited, status=3/NOTIMPLEMENTED\n" % unit,
+                      log)
+
+    def test_a_program_that_cannot_be_executed_is_203_exec(self):
+        unit = "e2e-noexec.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        run, cp = self.d.apply(self.launch(unit, "[/opt/nowhere/vllm, serve]"), check=1)
+        step = self.d.step(run, "launch")
+        self.assertEqual(step["reason"], "systemctl start %s failed: Job for %s failed because "
+                         "the control process exited with error code.; main process exited with "
+                         "status 203 (EXEC: the program could not be executed) "
+                         "(ExecMainStatus=203)" % (unit, unit))
+        log = self.d.ctl("logs", run, "launch", check=0).stdout
+        self.assertIn("  %s: Main process exited, code=exited, status=203/EXEC\n" % unit, log)
+
+    def test_a_step_verifying_when_deployd_restarts_is_verified_again_not_restarted(self):
+        unit = "e2e-reverify.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        port = harness.free_port()
+        go = self.d.inside + "/go"
+        plan = self.launch(unit, "[sh, -c, 'while [ ! -e %s ]; do sleep 0.1; done; exec python3 "
+                           "-m http.server %d --bind 127.0.0.1 --directory /']" % (go, port),
+                           verify="http: {url: 'http://127.0.0.1:%d/', status: 200}" % port)
+        run, cp = self.d.apply(plan, wait=False, check=0)
+        self.d.wait_step(run, "launch", ("verifying",))
+        main = self.d.show(unit, "MainPID")["MainPID"]
+        self.d.restart()
+        open(os.path.join(self.d.dir, "go"), "w").close()
+        status = self.d.wait_run(run, timeout=60)
+        step = self.d.step(run, "launch", status)
+        self.assertEqual((status["state"], step["attempts"]), ("succeeded", 1), status)
+        self.assertEqual(self.d.show(unit, "MainPID", "NRestarts"),
+                         {"MainPID": main, "NRestarts": "0"})
 
 
 OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
