@@ -243,6 +243,31 @@ steps:
         self.d.install()
         self.assert_every_start_fails_on_the_line("e2e-oom-exits.service", "exit 1", 5)
 
+    def test_a_fatal_line_while_the_step_verifies_fails_it_at_once(self):
+        # Not when the readiness check runs out: the engine died, the journal said so.
+        unit = "e2e-engine-dies.service"
+        self.unit_cleanup(unit)
+        self.d.install()
+        go = self.d.inside + "/go"
+        script = ('echo "Loading safetensors checkpoint shards:   0%% Completed | 0/4"; '
+                  'while [ ! -e %s ]; do sleep 0.1; done; echo "RuntimeError: Engine core '
+                  'initialization failed. See root cause above."; exit 1' % go)
+        plan = self.plan("launch", unit, script, verify="tcp: 127.0.0.1:9")
+        run, cp = self.d.apply(plan, wait=False, check=0)
+        self.d.wait_step(run, "launch", ("verifying",))
+        open(os.path.join(self.d.dir, "go"), "w").close()
+        status = self.d.wait_run(run, timeout=20)
+        step = self.d.step(run, "launch", status)
+        self.assertEqual(step["state"], "failed", status)
+        # journald may file systemd's line about the exit before the server's own last line.
+        self.assertIn(step["reason"], (
+            "the engine died: the root cause is in the lines before (`deployctl logs`): "
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+            "the server's main process died (the lines before say why): %s: Main process "
+            "exited, code=exited, status=1/FAILURE" % unit))
+        self.assertIn("Loading safetensors checkpoint shards",
+                      self.d.ctl("logs", run, "launch", check=0).stdout)
+
     def test_the_old_servers_last_words_during_a_restart_are_not_the_new_ones(self):
         unit = "e2e-last-words.service"
         self.unit_cleanup(unit)
