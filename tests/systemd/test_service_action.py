@@ -241,7 +241,7 @@ steps:
 
     def test_a_fatal_first_line_of_a_server_that_exits_fails_every_start(self):
         self.d.install()
-        self.assert_every_start_fails_on_the_line("e2e-oom-exits.service", "exit 1", 5)
+        self.assert_every_start_fails_on_the_line("e2e-oom-exits.service", "exit 1", 3)
 
     def test_a_fatal_line_while_the_step_verifies_fails_it_at_once(self):
         # Not when the readiness check runs out: the engine died, the journal said so.
