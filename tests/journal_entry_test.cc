@@ -16,6 +16,7 @@ TEST_CASE("A service's own line carries its invocation as _SYSTEMD_INVOCATION_ID
   REQUIRE(e.has_value());
   CHECK(e->message == "torch.OutOfMemoryError: CUDA out of memory.");
   CHECK(e->invocation == "d34f0f994e654b919acf15d90083e1a9");
+  CHECK(e->realtime_us == 1796184620992201);
 }
 
 TEST_CASE("systemd's line about a unit carries it as INVOCATION_ID", "[journal_entry]") {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <vector>
@@ -85,6 +86,15 @@ void Follow(std::shared_ptr<State> state) {
   options.rewrite_line = [state](std::string_view line) -> std::optional<std::string> {
     std::optional<JournalEntry> entry = ParseJournalEntry(line);
     if (!entry || !state->Counts(*entry)) return std::nullopt;
+    if (entry->realtime_us / 1000 <= state->options.logged_until_ms) {
+      // Handed on here, past the log.
+      for (size_t pos = 0; pos < entry->message.size();) {
+        size_t end = std::min(entry->message.find('\n', pos), entry->message.size());
+        if (end > pos) state->on_line(std::string_view(entry->message).substr(pos, end - pos));
+        pos = end + 1;
+      }
+      return std::nullopt;
+    }
     return std::move(entry->message);
   };
   auto on_exit = [state](const ExitStatus& status) {

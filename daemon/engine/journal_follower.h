@@ -39,7 +39,10 @@ class JournalFollower {
     std::string unit;
     std::int64_t fired_at_ms = 0;  // the attempt's fire (Unix time)
     bool recovering = false;       // a re-verify after a restart of deployd: the action is done
-    std::string log_path;          // the step's log
+    // Recovering: lines journaled up to then are in the step's log already (its last change):
+    // they meet fail_on again but are not logged twice.
+    std::int64_t logged_until_ms = 0;
+    std::string log_path;  // the step's log
     std::uint64_t log_cap_bytes = 64ull << 20;
     std::string run_id;  // names the run in the warning logged when journalctl ends on its own
   };

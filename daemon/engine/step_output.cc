@@ -3,6 +3,7 @@
 // the step's fail_on patterns; a stall of the progress watch fails the attempt like a
 // fail_on line does. Progress samples go to the run's followers as they change.
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <boost/json.hpp>
 #include <cmath>
@@ -79,6 +80,10 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen, bool recov
   options.fired_at_ms = attempt && attempt->fired_at_ms ? attempt->fired_at_ms : NowMs();
   options.recovering = recovering;
   options.log_path = LogPath(run_id, def.id);
+  struct stat log;
+  if (recovering && ::stat(options.log_path.c_str(), &log) == 0)
+    options.logged_until_ms =
+        std::int64_t{log.st_mtim.tv_sec} * 1000 + log.st_mtim.tv_nsec / 1000000;
   options.log_cap_bytes = options_.log_cap_bytes;
   options.run_id = run_id;
   Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(ex_, options, on_line);

@@ -1,6 +1,7 @@
 #include "util/journal_entry.h"
 
 #include <boost/json.hpp>
+#include <charconv>
 #include <cstdio>
 
 namespace deployd {
@@ -32,6 +33,8 @@ std::optional<JournalEntry> ParseJournalEntry(std::string_view line) {
   entry.message = Text(o.if_contains("MESSAGE"));
   entry.invocation = Text(o.if_contains("_SYSTEMD_INVOCATION_ID"));
   if (entry.invocation.empty()) entry.invocation = Text(o.if_contains("INVOCATION_ID"));
+  std::string realtime = Text(o.if_contains("__REALTIME_TIMESTAMP"));
+  std::from_chars(realtime.data(), realtime.data() + realtime.size(), entry.realtime_us);
   return entry;
 }
 

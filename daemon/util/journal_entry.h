@@ -17,6 +17,7 @@ struct JournalEntry {
   // _SYSTEMD_INVOCATION_ID (the service's own output), else INVOCATION_ID (systemd's lines about
   // the unit: "Started …", "Main process exited, …"); "" when the entry has neither.
   std::string invocation;
+  std::int64_t realtime_us = 0;  // __REALTIME_TIMESTAMP: when journald received it
 };
 
 // One line of `journalctl -o json`; nullopt for anything else (a notice of journalctl's own, a
