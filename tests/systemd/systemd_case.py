@@ -182,6 +182,7 @@ class SystemdTestCase(unittest.TestCase):
     """self.d: a SystemdDaemon for this test (not started: call self.d.install(...))."""
 
     maxDiff = None
+    assert_events_consistent = harness.DaemonTestCase.assert_events_consistent
 
     @classmethod
     def setUpClass(cls):

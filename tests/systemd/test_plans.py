@@ -14,43 +14,21 @@ deadline.
 import glob
 import json
 import os
-import re
 import sys
-import time
-import urllib.error
-import urllib.request
 
 from systemd_case import SOURCE_INSIDE, SystemdTestCase, harness, main
+from shipped_plans import (GGUF_NAME, KIMI_PLAN, REPO, SHARD_SIZE, SHARDS, TEARDOWN_PLAN,
+                           ShippedPlansMixin, assert_launch_failed_on_oom, http_get)
 
 STANDINS = os.path.join(harness.SOURCE_DIR, "tests", "standins")
 sys.path.insert(0, STANDINS)
 import simhost  # noqa: E402  (set-up and clean-up helpers)
 
-TEARDOWN_PLAN = os.path.join(harness.SOURCE_DIR, "plans", "glm5-teardown.yaml")
-KIMI_PLAN = os.path.join(harness.SOURCE_DIR, "plans", "kimi-k2.5-nvfp4.yaml")
 VLLM_INSIDE = SOURCE_INSIDE + "/tests/standins/vllm"
 NVIDIA_SMI_INSIDE = SOURCE_INSIDE + "/tests/standins/nvidia-smi"
-REPO = "nvidia/Kimi-K2.5-NVFP4"
-SHARDS = 8
-GGUF = "GLM-5-UD-Q4_K_XL.gguf"
-APPLY_TIMEOUT = 180.0
 
 
-def http_status(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (urllib.error.URLError, ConnectionError, OSError) as e:
-        return None, e
-
-
-def regex_literal(text):
-    return re.sub(r"([.^$|?*+()\[\]{}\\])", r"\\\1", text)
-
-
-class PlansTestCase(SystemdTestCase):
+class PlansTestCase(ShippedPlansMixin, SystemdTestCase):
     UNITS = ("glm5.service", "kimi.service", "e2e-crashed.service")
 
     def setUp(self):
@@ -68,7 +46,7 @@ class PlansTestCase(SystemdTestCase):
         self.venv = d.inside + "/venv"
         self.token_file = d.inside + "/hf-token"
         os.makedirs(d.path("shared", "glm5-gguf"))
-        with open(d.path("shared", "glm5-gguf", GGUF), "wb") as f:
+        with open(d.path("shared", "glm5-gguf", GGUF_NAME), "wb") as f:
             f.write(b"GGUF" + b"\x03\x00\x00\x00" + os.urandom(256 * 1024))
         os.makedirs(d.path("venv", "bin"))
         os.symlink("/usr/bin/python3", d.path("venv", "bin", "python"))
@@ -78,7 +56,7 @@ class PlansTestCase(SystemdTestCase):
         os.chmod(d.path("hf-token"), 0o600)
         os.makedirs(self.sim, exist_ok=True)
         simhost.make_repo(self.sim, REPO, files=[{"name": "media_utils.py", "size": 12000}],
-                          shards=SHARDS, shard_size=1 << 20)
+                          shards=SHARDS, shard_size=SHARD_SIZE)
         self.flag("vllm-load-seconds", "0.5")
         # The units deployd writes get the simulated host through a drop-in, as an operator
         # would give a unit what its plan does not.
@@ -106,7 +84,7 @@ class PlansTestCase(SystemdTestCase):
         self.d.install(config=config, environment={"DEPLOYD_NVML": "off"})
 
     def wait_health(self, port):
-        harness.wait_until(lambda: http_status("http://127.0.0.1:%d/health" % port)[0] == 200,
+        harness.wait_until(lambda: http_get("http://127.0.0.1:%d/health" % port)[0] == 200,
                            timeout=60, message="/health 200 on port %d" % port)
 
     def gpu_apps(self):
@@ -121,7 +99,7 @@ class PlansTestCase(SystemdTestCase):
         env = " ".join("%s=%s" % kv for kv in sorted(self.sim_env.items()))
         self.d.sh("tee", "/etc/systemd/system/glm5.service", input="""\
 [Unit]
-Description=GLM-5 UD-Q4_K_XL (vLLM, GGUF)
+Description=GLM-5 UD-Q4_K_XL (vLLM, GGUF_NAME)
 
 [Service]
 Type=exec
@@ -133,7 +111,7 @@ Restart=on-failure
 
 [Install]
 WantedBy=multi-user.target
-""" % (env, VLLM_INSIDE, self.gguf_dir, GGUF, self.port))
+""" % (env, VLLM_INSIDE, self.gguf_dir, GGUF_NAME, self.port))
         self.d.systemctl("daemon-reload")
         self.d.systemctl("enable", "--now", "glm5.service")
         self.wait_health(self.port)
@@ -146,46 +124,14 @@ WantedBy=multi-user.target
                 "-E", "CUDA_VISIBLE_DEVICES=4,5"]
         for kv in sorted(self.sim_env.items()):
             argv += ["-E", "%s=%s" % kv]
-        self.d.sh(*argv, VLLM_INSIDE, "serve", "%s/%s" % (self.gguf_dir, GGUF),
+        self.d.sh(*argv, VLLM_INSIDE, "serve", "%s/%s" % (self.gguf_dir, GGUF_NAME),
                   "--tensor-parallel-size", "2", "--port", str(port))
         self.wait_health(port)
         self.d.systemctl("kill", "--signal=SIGKILL", "--kill-whom=main", "e2e-crashed.service")
-        harness.wait_until(lambda: http_status("http://127.0.0.1:%d/health" % port)[0] is None,
+        harness.wait_until(lambda: http_get("http://127.0.0.1:%d/health" % port)[0] is None,
                            timeout=30, message="the crashed server's API gone")
         gpus = (simhost.gpu_uuid(4), simhost.gpu_uuid(5))
         return sorted(int(a[1]) for a in self.gpu_apps() if a[0] in gpus)
-
-    def teardown_vars(self):
-        return {"weights": self.gguf_dir, "leftovers": "vllm serve " + regex_literal(self.gguf_dir),
-                "port": str(self.port), "kill_grace": "5s", "gpus_stable_for": "500ms",
-                "gpus_every": "200ms", "gpus_within": "30s"}
-
-    def kimi_vars(self, **override):
-        v = {"old_weights": self.gguf_dir, "leftovers": "vllm serve " + regex_literal(self.gguf_dir),
-             "kill_grace": "5s", "gpus_stable_for": "500ms", "gpus_within": "30s",
-             "venv": self.venv, "vllm_min_version": "0.16.0",
-             "model_dir": self.model_dir, "model_size": "8MiB", "disk_needed": "16MiB",
-             "hf_token_file": self.token_file,
-             "download_stall_after": "5s", "download_sample_every": "500ms",
-             "weights_after": "200ms", "weights_every": "200ms", "download_within": "2m",
-             "port": str(self.port), "ready_after": "200ms", "ready_every": "200ms",
-             "ready_within": "2m"}
-        v.update(override)
-        return v
-
-    def apply(self, plan, variables, check=None):
-        args = ["apply", plan]
-        for k, v in sorted(variables.items()):
-            args += ["--var", "%s=%s" % (k, v)]
-        cp = self.d.ctl(*args, "--wait", check=check, timeout=APPLY_TIMEOUT)
-        return cp.stdout.splitlines()[0], cp
-
-    def assert_succeeded(self, run, cp):
-        status = self.d.status_json(run)
-        self.assertEqual(status["state"], "succeeded", "run %s: %s\n%s%s\n--- deployd\n%s"
-                         % (run, json.dumps(status, indent=1), cp.stdout, cp.stderr,
-                            self.d.log()[-4000:]))
-        return status
 
 
 class PivotTest(PlansTestCase):
@@ -222,7 +168,7 @@ class PivotTest(PlansTestCase):
                                  "FragmentPath": "/etc/systemd/system/kimi.service",
                                  "KillMode": "mixed",
                                  "ControlGroup": "/system.slice/kimi.service"})
-        models = json.loads(http_status("http://127.0.0.1:%d/v1/models" % self.port)[1])
+        models = json.loads(http_get("http://127.0.0.1:%d/v1/models" % self.port)[1])
         self.assertEqual([(m["id"], m["root"]) for m in models["data"]],
                          [("Kimi-K2.5-NVFP4", self.model_dir)])
         self.assertEqual(sorted(a[2] for a in self.gpu_apps()),
@@ -245,21 +191,11 @@ class LaunchOomTest(PlansTestCase):
         self.flag("vllm-oom")
         self.install()
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars(ready_within="10m"), check=1)
-        status = self.d.status_json(run)
-        self.assertEqual(status["state"], "failed")
-        launch = self.d.step(run, "launch", status)
-        self.assertEqual(launch["state"], "failed")
-        self.assertIn("CUDA out of memory: a foreign process holds GPU memory", launch["reason"])
-        self.assertIn("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
-                      launch["reason"])
-        self.assertEqual(launch["attempts"], 1)
+        status, fired, failed = assert_launch_failed_on_oom(self, run)
         # The line as journald has it, of the invocation deployd started.
         said = [e for e in self.d.journal_entries("kimi.service")
                 if "CUDA out of memory" in str(e.get("MESSAGE"))]
         self.assertTrue(said, "no OOM line in the journal")
-        events = self.d.events(run)
-        failed = [e for e in events if e["step_id"] == "launch" and e["state"] == "failed"][0]
-        fired = [e for e in events if e["step_id"] == "launch" and e["state"] == "running"][0]
         t_line = int(said[0]["__REALTIME_TIMESTAMP"]) / 1000.0
         print("\nOOM under systemd: journal line -> launch failed: %.0f ms (fired -> failed: "
               "%.1f s; ready_within 10m)" % (failed["at_ms"] - t_line,
