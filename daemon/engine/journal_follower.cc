@@ -116,7 +116,7 @@ void Follow(std::shared_ptr<State> state) {
 
 JournalFollower::JournalFollower(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
-JournalFollower::~JournalFollower() = default;
+JournalFollower::~JournalFollower() { Stop(); }
 
 Result<std::unique_ptr<JournalFollower>> JournalFollower::Start(boost::asio::any_io_executor ex,
                                                                 const Options& options,
@@ -143,7 +143,10 @@ void JournalFollower::Arm() {
 
 void JournalFollower::Stop() {
   state_->stopped = true;
-  if (state_->child) state_->child->Terminate(std::chrono::seconds(1));
+  if (!state_->child) return;
+  state_->child->Terminate(std::chrono::seconds(1));
+  // The child lives on while its handlers, which hold the state, are pending: no cycle.
+  state_->child.reset();
 }
 
 }  // namespace deployd

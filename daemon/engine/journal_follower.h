@@ -57,6 +57,7 @@ class JournalFollower {
   // is the unit's (the action left a running unit alone) and its lines count from now on.
   void Arm();
   // Stops journalctl (SIGTERM, SIGKILL after a second); lines already read may still come.
+  // Also when the follower is destroyed.
   void Stop();
 
   struct State;  // the invocations seen and the journalctl running now; journal_follower.cc

@@ -81,9 +81,13 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen, bool recov
   options.recovering = recovering;
   options.log_path = LogPath(run_id, def.id);
   struct stat log;
-  if (recovering && ::stat(options.log_path.c_str(), &log) == 0)
+  if (recovering && ::stat(options.log_path.c_str(), &log) == 0) {
+    // An mtime is only as fine as the kernel's tick: it may read a little earlier than the
+    // last write, which came after journald stamped the line.
+    constexpr std::int64_t kMtimeSlackMs = 20;
     options.logged_until_ms =
-        std::int64_t{log.st_mtim.tv_sec} * 1000 + log.st_mtim.tv_nsec / 1000000;
+        std::int64_t{log.st_mtim.tv_sec} * 1000 + log.st_mtim.tv_nsec / 1000000 + kMtimeSlackMs;
+  }
   options.log_cap_bytes = options_.log_cap_bytes;
   options.run_id = run_id;
   Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(ex_, options, on_line);

@@ -131,7 +131,7 @@ steps:
 
 class WatchdogTest(SystemdTestCase):
     def test_a_hung_deployd_is_killed_by_the_watchdog_restarted_and_its_run_goes_on(self):
-        self.d.install(service=["WatchdogSec=3s"])
+        self.d.install(service=["WatchdogSec=5s"])
         plan = self.d.write_plan("wait.yaml", WAIT_FOR_GO)
         run, _ = self.d.apply(plan, wait=False, check=0)
         self.d.wait_step(run, "wait", ("running",))
@@ -145,7 +145,7 @@ class WatchdogTest(SystemdTestCase):
         props = harness.wait_until(restarted, timeout=60, message="systemd to restart deployd")
         self.assertEqual(props["NRestarts"], "1")
         log = self.d.log()
-        self.assertIn("deployd.service: Watchdog timeout (limit 3s)!", log)
+        self.assertIn("deployd.service: Watchdog timeout (limit 5s)!", log)
         self.assertFalse(self.d.alive(hung), "the hung deployd is still there")
 
         # The new deployd reattached the step: it ends when the step does.

@@ -303,9 +303,7 @@ steps:
         # `vllm` set), whichever comes first.
         self.assertRegex(step["reason"], r"main process exited with status 2 |Main process "
                          r"exited, code=exited, status=2/INVALIDARGUMENT$")
-        log = self.d.ctl("logs", run, "launch", check=0).stdout
-        self.assertIn("serve: error: unrecognized arguments: --bogus", log)
-        self.assertNotIn(OOM_LINE, log)
+        self.assertNotIn(OOM_LINE, self.d.ctl("logs", run, "launch", check=0).stdout)
 
     def test_a_fatal_line_said_while_deployd_was_down_fails_the_step_after_its_restart(self):
         unit = "e2e-while-down.service"
