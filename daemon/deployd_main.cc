@@ -1,6 +1,7 @@
 // deployd: the daemon. Runs in the foreground until SIGTERM (or SIGINT), which is graceful:
 // the socket closes, checks and timers stop, and actions keep running — the next start
-// resumes every unfinished run from the database.
+// resumes every unfinished run from the database. SIGHUP reads the configuration file again
+// (ReloadConfig).
 #include <grp.h>
 #include <signal.h>
 #include <spdlog/details/null_mutex.h>
@@ -13,9 +14,13 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <tuple>
+#include <vector>
 
 #include "actions/builtin_action.h"
 #include "control/control_server.h"
@@ -65,9 +70,20 @@ class JournalSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex>
   void flush_() override { std::fflush(stderr); }
 };
 
+// systemd's rule (systemd.exec(5)): stderr is the journal only while it is the very stream
+// $JOURNAL_STREAM names by device and inode. The variable alone may be inherited from a
+// parent whose stderr it was, by a deployd whose stderr is a file or a terminal.
+bool StderrIsJournal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  unsigned long long device = 0, inode = 0;
+  if (!stream || std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return false;
+  struct stat st;
+  return ::fstat(STDERR_FILENO, &st) == 0 && st.st_dev == device && st.st_ino == inode;
+}
+
 void SetUpLogging() {
   std::shared_ptr<spdlog::logger> logger;
-  if (std::getenv("JOURNAL_STREAM") || std::getenv("INVOCATION_ID")) {
+  if (StderrIsJournal()) {
     logger = std::make_shared<spdlog::logger>("deployd", std::make_shared<JournalSink>());
   } else {
     logger = spdlog::stderr_logger_st("deployd");
@@ -76,6 +92,78 @@ void SetUpLogging() {
   spdlog::set_default_logger(logger);
   if (const char* level = std::getenv("DEPLOYD_LOG_LEVEL"))
     spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// The configuration file: --config, else /etc/deployd/deployd.yaml when it exists, else none.
+std::string ConfigPath(const std::string& flag) {
+  if (flag.empty() && ::access("/etc/deployd/deployd.yaml", R_OK) == 0)
+    return "/etc/deployd/deployd.yaml";
+  return flag;
+}
+
+// The file over the defaults, then the command line's --socket and --state-dir, which win.
+bool LoadConfig(const std::string& path, const std::string& socket_flag,
+                const std::string& state_dir_flag, DaemonConfig& config,
+                std::vector<Diagnostic>& errors) {
+  config.socket_path = DefaultSocketPath();
+  config.state_dir = DefaultStateDir();
+  if (!path.empty()) LoadDaemonConfig(path, config, errors);
+  if (!socket_flag.empty()) config.socket_path = socket_flag;
+  if (!state_dir_flag.empty()) config.state_dir = state_dir_flag;
+  return errors.empty();
+}
+
+void SetReloadable(const DaemonConfig& config, RunManagerOptions& options) {
+  options.log_cap_bytes = config.log_max_size;
+  options.retention = config.retention;
+  options.unit_dir = config.unit_dir;
+  options.allowed_roots = config.allowed_roots;
+}
+
+// SIGHUP (systemctl reload deployd): the configuration file is read again. log_max_size,
+// retention, unit_dir and allowed_roots apply to what starts from now on; socket, state_dir
+// and group need a restart and are left as they are. A file with an error changes nothing.
+void ReloadConfig(const std::string& path, const std::string& socket_flag,
+                  const std::string& state_dir_flag, DaemonConfig& config, RunManager& runs,
+                  SystemdNotifier& notifier) {
+  (void)notifier.Notify("RELOADING=1");
+  DaemonConfig fresh;
+  std::vector<Diagnostic> errors;
+  if (path.empty()) {
+    spdlog::info("SIGHUP: no configuration file to read (--config, /etc/deployd/deployd.yaml)");
+  } else if (!LoadConfig(path, socket_flag, state_dir_flag, fresh, errors)) {
+    // One journal line each: the position, not Format()'s quoted line and caret.
+    for (const Diagnostic& d : errors)
+      spdlog::error("SIGHUP: {}:{}:{}: {}; the configuration in use is unchanged", d.file, d.line,
+                    d.column, d.message);
+  } else {
+    for (auto [name, old_value, new_value] :
+         {std::tuple{"socket", config.socket_path, fresh.socket_path},
+          std::tuple{"state_dir", config.state_dir, fresh.state_dir},
+          std::tuple{"group", config.group, fresh.group}}) {
+      if (old_value != new_value)
+        spdlog::warn("SIGHUP: {} changed to '{}': it takes effect when deployd restarts", name,
+                     new_value);
+    }
+    fresh.socket_path = config.socket_path;
+    fresh.state_dir = config.state_dir;
+    fresh.group = config.group;
+    config = fresh;
+    RunManagerOptions reloaded;
+    SetReloadable(config, reloaded);
+    runs.Reconfigure(reloaded);
+    spdlog::info("SIGHUP: reloaded {}", path);
+  }
+  (void)notifier.Notify(std::string("READY=1\nSTATUS=") +
+                        (errors.empty() ? "configuration reloaded" : "configuration not reloaded"));
+}
+
+void AwaitSighup(boost::asio::signal_set& hup, const std::function<void()>& reload) {
+  hup.async_wait([&hup, reload](boost::system::error_code error, int) {
+    if (error) return;
+    reload();
+    AwaitSighup(hup, reload);
+  });
 }
 
 }  // namespace
@@ -103,18 +191,12 @@ int main(int argc, char** argv) {
   }
 
   DaemonConfig config;
-  config.socket_path = DefaultSocketPath();
-  config.state_dir = DefaultStateDir();
-  if (config_path.empty() && ::access("/etc/deployd/deployd.yaml", R_OK) == 0)
-    config_path = "/etc/deployd/deployd.yaml";
-  if (!config_path.empty()) {
-    std::vector<Diagnostic> errors;
-    LoadDaemonConfig(config_path, config, errors);
+  config_path = ConfigPath(config_path);
+  std::vector<Diagnostic> errors;
+  if (!LoadConfig(config_path, socket_path, state_dir, config, errors)) {
     for (const auto& d : errors) std::cerr << d.Format() << "\n";
-    if (!errors.empty()) return 2;
+    return 2;
   }
-  if (!socket_path.empty()) config.socket_path = socket_path;
-  if (!state_dir.empty()) config.state_dir = state_dir;
 
   SetUpLogging();
   ::signal(SIGPIPE, SIG_IGN);
@@ -139,10 +221,7 @@ int main(int argc, char** argv) {
   SystemdNotifier notifier(io.get_executor());
   RunManagerOptions run_options;
   run_options.state_dir = config.state_dir;
-  run_options.log_cap_bytes = config.log_max_size;
-  run_options.retention = config.retention;
-  run_options.unit_dir = config.unit_dir;
-  run_options.allowed_roots = config.allowed_roots;
+  SetReloadable(config, run_options);
   // Fault injection for the crash tests (tests/integration/test_crash.py): nothing else sets it.
   if (const char* fault = std::getenv("DEPLOYD_FAULT"))
     run_options.crash_before_start = std::string_view(fault) == "crash-before-start";
@@ -153,12 +232,18 @@ int main(int argc, char** argv) {
   auto server = std::make_unique<ControlServer>(io, *runs, *store.value(), server_options);
   if (Status s = server->Listen(); !s.ok()) return Fail(s.message());
 
+  // Without a handler SIGHUP would end deployd (and systemd would not restart it: to
+  // Restart=on-failure a SIGHUP death is a clean exit).
+  boost::asio::signal_set hup(io, SIGHUP);
+  AwaitSighup(hup,
+              [&] { ReloadConfig(config_path, socket_path, state_dir, config, *runs, notifier); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code error, int signo) {
     if (error) return;
     spdlog::info("{}: stopping; running actions are left running and resumed at next start",
                  signo == SIGTERM ? "SIGTERM" : "SIGINT");
     (void)notifier.Notify("STOPPING=1\nSTATUS=stopping");
+    hup.cancel();
     server->Stop();
     runs->Shutdown();
     io.stop();

@@ -401,7 +401,9 @@ TEST_CASE("attempt record: what a restart needs, through JSON and back") {
   r.log_offset = 42;
   r.boot_id = "b00t";
   r.tag = "demo-1/fetch/2";
+  r.fired_at_ms = 1764650000123;
   CHECK(AttemptRecord::FromJson(r.ToJson())->ToJson() == r.ToJson());
+  CHECK(AttemptRecord::FromJson(r.ToJson())->fired_at_ms == 1764650000123);
   r.action = ProcessIdentity{12, 100, "b00t"};
   r.supervisor = ProcessIdentity{11, 99, "b00t"};
   PendingStop stop;
@@ -421,5 +423,6 @@ TEST_CASE("attempt record: what a restart needs, through JSON and back") {
   REQUIRE(old.has_value());
   CHECK(old->supervisor->pid == 4);
   CHECK(old->action->start_time == 6);
+  CHECK(old->fired_at_ms == 0);  // unknown: a service's journal is then read from now on
   CHECK_FALSE(AttemptRecord::FromJson(R"({"kind":"service"})").has_value());
 }

@@ -28,6 +28,7 @@ std::string AttemptRecord::ToJson() const {
   o["log_offset"] = log_offset;
   if (!boot_id.empty()) o["boot_id"] = boot_id;
   if (!tag.empty()) o["tag"] = tag;
+  if (fired_at_ms) o["fired_at_ms"] = fired_at_ms;
   if (action && supervisor) {
     o["pid"] = action->pid;
     o["start_time"] = action->start_time;
@@ -57,6 +58,7 @@ std::optional<AttemptRecord> AttemptRecord::FromJson(std::string_view text) {
   r.log_offset = f.U64("log_offset").value_or(0);
   r.boot_id = f.Str("boot_id");
   r.tag = f.Str("tag");
+  r.fired_at_ms = static_cast<std::int64_t>(f.U64("fired_at_ms").value_or(0));
   auto pid = f.U64("pid");
   auto start_time = f.U64("start_time");
   auto supervisor_pid = f.U64("supervisor_pid");

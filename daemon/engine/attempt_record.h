@@ -8,7 +8,7 @@
 // the attempt is gone, and `stop` says what that state will be, also across a restart.
 //
 //   {"kind": "supervised", "status_file": "/…/STEP.1.status", "log_offset": 0,
-//    "boot_id": "…", "tag": "demo-1/fetch/1",
+//    "boot_id": "…", "tag": "demo-1/fetch/1", "fired_at_ms": 1764650000000,
 //    "pid": 4242, "start_time": 123456, "supervisor_pid": 4241, "supervisor_start_time": 123455,
 //    "stop": {"event": "action-failed", "reason": "timed out after 5s", "evidence": {…},
 //             "final": false}}
@@ -46,6 +46,7 @@ struct AttemptRecord {
   std::uint64_t log_offset = 0;  // the size of the step's log at fire: its output starts here
   std::string boot_id;           // of the fire
   std::string tag;               // the value of kAttemptTagVar
+  std::int64_t fired_at_ms = 0;  // Unix time of the fire: a service's journal is read from here
   std::optional<ProcessIdentity> action;  // the action's process (and group); once reported
   std::optional<ProcessIdentity> supervisor;
   std::optional<PendingStop> stop;

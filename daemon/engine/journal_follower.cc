@@ -3,44 +3,150 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <vector>
 
 #include "process/child_process.h"
+#include "util/journal_entry.h"
 
 namespace deployd {
 
-JournalFollower::JournalFollower(std::shared_ptr<Gate> gate, std::shared_ptr<ChildProcess> child)
-    : gate_(std::move(gate)), child_(std::move(child)) {}
+// The entries before the fire that name the invocation that came last: the unit's lines of
+// one start, plus systemd's. Enough unless the unit said nothing for this many lines.
+constexpr char kLookBack[] = "50";
 
-JournalFollower::~JournalFollower() = default;
+struct JournalFollower::State {
+  boost::asio::any_io_executor ex;
+  Options options;
+  LineHandler on_line;
+  std::string previous;  // the invocation journaled last before the fire ("" when none)
+  std::string latest;    // recovering: the unit's invocation journaled last, now
+  bool previous_counts = false;
+  bool other_seen = false;  // an entry of another invocation than `previous` has come
+  bool stopped = false;
+  std::shared_ptr<ChildProcess> child;
 
-Result<std::unique_ptr<JournalFollower>> JournalFollower::Start(
-    boost::asio::any_io_executor ex, const std::string& unit, const std::string& log_path,
-    std::uint64_t log_cap_bytes, const std::string& run_id, LineHandler on_line) {
-  SpawnOptions options;
-  options.argv = {"journalctl", "-u", unit, "-f", "-n", "0", "-o", "cat"};
-  options.log_path = log_path;
-  options.log_cap_bytes = log_cap_bytes;
-  auto gate = std::make_shared<Gate>();
-  auto gated = [gate, on_line = std::move(on_line)](std::string_view line) {
-    if (!gate->armed) {
-      gate->armed = line.starts_with("Started ");
-      return;
+  bool Counts(const JournalEntry& entry) {
+    if (entry.invocation.empty() || entry.invocation != previous) {
+      other_seen = other_seen || !entry.invocation.empty();
+      return true;
     }
-    on_line(line);
+    return previous_counts;
+  }
+
+  std::vector<std::string> Argv(std::vector<std::string> args) const {
+    std::vector<std::string> argv = {"journalctl", "-u", options.unit, "-q", "--no-pager"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), std::begin(kJournalJsonArgs), std::end(kJournalJsonArgs));
+    return argv;
+  }
+};
+
+namespace {
+
+using State = JournalFollower::State;
+
+// Runs a journalctl that ends by itself; `last` gets the invocation of its last entry that has
+// one, then `then` runs (unless the follower was stopped meanwhile).
+Status LookUp(std::shared_ptr<State> state, std::vector<std::string> args, std::string* last,
+              std::function<void(std::shared_ptr<State>)> then) {
+  SpawnOptions options;
+  options.argv = state->Argv(std::move(args));
+  auto on_line = [state, last](std::string_view line) {
+    std::optional<JournalEntry> entry = ParseJournalEntry(line);
+    if (entry && !entry->invocation.empty()) *last = entry->invocation;
   };
-  auto on_exit = [run_id, unit](const ExitStatus& status) {
-    if (!status.ok() && status.signal != SIGTERM)
-      spdlog::warn("{}: journalctl -u {} ended: {}", run_id, unit, status.ToString());
+  auto on_exit = [state, then = std::move(then)](const ExitStatus& status) {
+    if (state->stopped) return;
+    if (!status.ok())
+      spdlog::warn("{}: journalctl -u {} ended: {}", state->options.run_id, state->options.unit,
+                   status.ToString());
+    then(state);
   };
   Result<std::shared_ptr<ChildProcess>> child =
-      ChildProcess::Start(ex, options, std::move(gated), std::move(on_exit));
+      ChildProcess::Start(state->ex, options, std::move(on_line), std::move(on_exit));
   if (!child.ok()) return child.status();
-  return std::unique_ptr<JournalFollower>(new JournalFollower(gate, child.value()));
+  state->child = child.value();
+  return Status::Ok();
 }
 
-void JournalFollower::Arm() { gate_->armed = true; }
+void Follow(std::shared_ptr<State> state) {
+  const JournalFollower::Options& o = state->options;
+  // Unknown (nothing the unit journaled names an invocation): counted, a fatal line is not
+  // to be missed.
+  if (o.recovering)
+    state->previous_counts = state->latest.empty() || state->latest == state->previous;
+  SpawnOptions options;
+  options.argv = state->Argv({"-f", "--no-tail", "--since", JournalTime(o.fired_at_ms)});
+  options.log_path = o.log_path;
+  options.log_cap_bytes = o.log_cap_bytes;
+  // Only the unit's lines reach the log and fail_on; the rest are dropped here.
+  options.rewrite_line = [state](std::string_view line) -> std::optional<std::string> {
+    std::optional<JournalEntry> entry = ParseJournalEntry(line);
+    if (!entry || !state->Counts(*entry)) return std::nullopt;
+    if (entry->realtime_us / 1000 <= state->options.logged_until_ms) {
+      // Handed on here, past the log.
+      for (size_t pos = 0; pos < entry->message.size();) {
+        size_t end = std::min(entry->message.find('\n', pos), entry->message.size());
+        if (end > pos) state->on_line(std::string_view(entry->message).substr(pos, end - pos));
+        pos = end + 1;
+      }
+      return std::nullopt;
+    }
+    return std::move(entry->message);
+  };
+  auto on_exit = [state](const ExitStatus& status) {
+    if (!state->stopped && !(status.signal == SIGTERM))
+      spdlog::warn("{}: journalctl -u {} ended: {}", state->options.run_id, state->options.unit,
+                   status.ToString());
+  };
+  Result<std::shared_ptr<ChildProcess>> child =
+      ChildProcess::Start(state->ex, options, state->on_line, std::move(on_exit));
+  if (!child.ok()) {
+    spdlog::warn("{}: cannot follow the journal of {}: {}", o.run_id, o.unit,
+                 child.status().message());
+    return;
+  }
+  state->child = child.value();
+}
 
-void JournalFollower::Stop() { child_->Terminate(std::chrono::seconds(1)); }
+}  // namespace
+
+JournalFollower::JournalFollower(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+JournalFollower::~JournalFollower() { Stop(); }
+
+Result<std::unique_ptr<JournalFollower>> JournalFollower::Start(boost::asio::any_io_executor ex,
+                                                                const Options& options,
+                                                                LineHandler on_line) {
+  auto state = std::make_shared<State>();
+  state->ex = std::move(ex);
+  state->options = options;
+  state->on_line = std::move(on_line);
+  auto after_previous = [](std::shared_ptr<State> s) {
+    if (!s->options.recovering) return Follow(s);
+    if (Status st = LookUp(s, {"-n", kLookBack}, &s->latest, Follow); !st.ok())
+      spdlog::warn("{}: cannot read the journal of {}: {}", s->options.run_id, s->options.unit,
+                   st.message());
+  };
+  Status started = LookUp(state, {"--until", JournalTime(options.fired_at_ms), "-n", kLookBack},
+                          &state->previous, after_previous);
+  if (!started.ok()) return started;
+  return std::unique_ptr<JournalFollower>(new JournalFollower(state));
+}
+
+void JournalFollower::Arm() {
+  if (!state_->other_seen) state_->previous_counts = true;
+}
+
+void JournalFollower::Stop() {
+  state_->stopped = true;
+  if (!state_->child) return;
+  state_->child->Terminate(std::chrono::seconds(1));
+  // The child lives on while its handlers, which hold the state, are pending: no cycle.
+  state_->child.reset();
+}
 
 }  // namespace deployd

@@ -317,6 +317,14 @@ void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reaso
   });
 }
 
+void RunManager::Reconfigure(const RunManagerOptions& options) {
+  options_.log_cap_bytes = options.log_cap_bytes;
+  options_.retention = options.retention;
+  options_.unit_dir = options.unit_dir;
+  options_.allowed_roots = options.allowed_roots;
+  ForgetOldRuns();
+}
+
 void RunManager::ForgetOldRuns() {
   if (!options_.retention) return;
   Result<std::vector<std::string>> forgotten =

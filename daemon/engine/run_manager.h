@@ -126,6 +126,10 @@ class RunManager {
   std::shared_ptr<void> WhenActionsExit(const std::string& run_id, const std::string& step_id,
                                         std::function<void()> done);
   size_t active_runs() const { return runs_.size(); }
+  // SIGHUP: takes the settings that may change while deployd runs (log_cap_bytes, retention,
+  // unit_dir, allowed_roots) from `options`, for what starts from now on; runs that a shorter
+  // retention expires are forgotten at once.
+  void Reconfigure(const RunManagerOptions& options);
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
@@ -184,7 +188,7 @@ class RunManager {
   // step_output.cc
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire
   // until the step ends.
-  void FollowJournal(ActiveRun& run, size_t index, int gen);
+  void FollowJournal(ActiveRun& run, size_t index, int gen, bool recovering = false);
   void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
 

@@ -31,6 +31,7 @@ std::string AttemptIntent(const std::string& status_file, const std::string& log
       ::stat(log_path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
   intent.boot_id = CurrentBootId();
   intent.tag = std::move(tag);
+  intent.fired_at_ms = NowMs();
   return intent.ToJson();
 }
 
@@ -119,12 +120,10 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
         StartAction(run, index);
         break;
       case StepEffect::kStartVerify:
-        // Re-verifying after a restart of deployd: the unit has long started, so its journal
-        // meets fail_on at once.
-        if (event == StepEvent::kRecover && !live.journal) {
-          FollowJournal(run, index, live.action_gen);
-          if (live.journal) live.journal->Arm();
-        }
+        // Re-verifying after a restart of deployd: the unit's journal is read again from the
+        // fire, so that nothing it said while deployd was down is missed.
+        if (event == StepEvent::kRecover && !live.journal)
+          FollowJournal(run, index, live.action_gen, /*recovering=*/true);
         StartChecks(run, index, /*skip_if=*/false);
         break;
       case StepEffect::kStopVerify:

@@ -3,14 +3,17 @@
 // the step's fail_on patterns; a stall of the progress watch fails the attempt like a
 // fail_on line does. Progress samples go to the run's followers as they change.
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
 
 #include "engine/active_run.h"
+#include "engine/attempt_record.h"
 #include "engine/run_manager.h"
 #include "engine/wire_records.h"
+#include "util/clock.h"
 #include "util/json_fields.h"
 #include "util/units.h"
 
@@ -56,9 +59,9 @@ StepEventInfo StallEvent(const ProgressSpec& spec, const ProgressSnapshot& snaps
 
 }  // namespace
 
-// `journalctl -u UNIT -f -n 0 -o cat` (journal_follower.h), started before the action, until
-// the step ends.
-void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
+// The unit's journal from the attempt's fire on (journal_follower.h), started before the
+// action, until the step ends.
+void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen, bool recovering) {
   LiveStep& live = run.live[index];
   const Step& def = *live.def;
   if (def.kind != ActionKind::kService || live.fail_on.empty() ||
@@ -70,8 +73,24 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen) {
     if (!run || run->live[index].action_gen != gen) return;
     OnOutputLine(run_id, index, gen, line);
   };
-  Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(
-      ex_, def.service.unit, LogPath(run_id, def.id), options_.log_cap_bytes, run_id, on_line);
+  std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(run.record.steps[index].action);
+  JournalFollower::Options options;
+  options.unit = def.service.unit;
+  // An attempt of an older deployd has no fire time: from now on.
+  options.fired_at_ms = attempt && attempt->fired_at_ms ? attempt->fired_at_ms : NowMs();
+  options.recovering = recovering;
+  options.log_path = LogPath(run_id, def.id);
+  struct stat log;
+  if (recovering && ::stat(options.log_path.c_str(), &log) == 0) {
+    // An mtime is only as fine as the kernel's tick: it may read a little earlier than the
+    // last write, which came after journald stamped the line.
+    constexpr std::int64_t kMtimeSlackMs = 20;
+    options.logged_until_ms =
+        std::int64_t{log.st_mtim.tv_sec} * 1000 + log.st_mtim.tv_nsec / 1000000 + kMtimeSlackMs;
+  }
+  options.log_cap_bytes = options_.log_cap_bytes;
+  options.run_id = run_id;
+  Result<std::unique_ptr<JournalFollower>> journal = JournalFollower::Start(ex_, options, on_line);
   if (!journal.ok()) {
     spdlog::warn("{} {}: cannot follow the journal of {}: {}", run_id, def.id, def.service.unit,
                  journal.status().message());

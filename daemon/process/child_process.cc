@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -42,6 +43,7 @@ struct ChildProcess::Impl {
   std::deque<std::string> tail;
   LineHandler on_line;
   ExitHandler on_exit;
+  std::function<std::optional<std::string>(std::string_view)> rewrite_line;
   std::string log_path;
   int log_fd = -1;
   std::uint64_t log_bytes = 0;
@@ -69,6 +71,21 @@ struct ChildProcess::Impl {
   }
 
   void EmitLine(std::string_view raw) {
+    if (rewrite_line) {
+      // Empty pieces are dropped, as empty lines are.
+      std::optional<std::string> rewritten = rewrite_line(raw);
+      if (!rewritten) return;
+      for (size_t pos = 0; pos <= rewritten->size();) {
+        size_t end = std::min(rewritten->find('\n', pos), rewritten->size());
+        if (end > pos) EmitRewritten(std::string_view(*rewritten).substr(pos, end - pos));
+        pos = end + 1;
+      }
+      return;
+    }
+    EmitRewritten(raw);
+  }
+
+  void EmitRewritten(std::string_view raw) {
     std::string redacted;
     std::string_view line = raw;
     if (!redactor.empty()) line = redacted = redactor.Redact(raw);
@@ -152,6 +169,7 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   Impl& impl = *child->impl_;
   impl.on_line = std::move(on_line);
   impl.on_exit = std::move(on_exit);
+  impl.rewrite_line = options.rewrite_line;
   impl.log_path = options.log_path;
   if (!options.redact.empty()) impl.redactor = Redactor(options.redact);
   impl.log_cap = options.log_cap_bytes;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,9 @@ struct SpawnOptions {
   std::vector<std::string> wrapper;
   // Values (secrets) replaced by "***" in every line before it is logged or handed on.
   std::vector<std::string> redact;
+  // When set, each line is handed to this first: what it returns is logged and handed on in
+  // the line's place (as several lines if it holds '\n'); nullopt drops the line.
+  std::function<std::optional<std::string>(std::string_view line)> rewrite_line;
 };
 
 class ChildProcess : public std::enable_shared_from_this<ChildProcess> {

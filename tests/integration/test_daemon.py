@@ -1,7 +1,10 @@
-"""The daemon itself: graceful SIGTERM, its socket's mode across restarts, refusing peers that
-may not control it, and refusing a second daemon on the same socket."""
+"""The daemon itself: graceful SIGTERM, SIGHUP reloading the configuration, its socket's mode
+across restarts, refusing peers that may not control it, refusing a second daemon on the same
+socket, and journal-style logging only when stderr is the stream JOURNAL_STREAM names."""
 
 import os
+import re
+import signal
 import time
 import shutil
 import socket
@@ -9,7 +12,7 @@ import stat
 import subprocess
 import unittest
 
-from harness import DEPLOYCTL_BIN, DEPLOYD_BIN, DaemonTestCase
+from harness import DEPLOYCTL_BIN, DEPLOYD_BIN, DaemonTestCase, wait_until
 
 
 def socket_mode(path):
@@ -86,6 +89,77 @@ steps:
         self.assertEqual(cp.returncode, 2)
         self.assertEqual(cp.stderr, "%s:2:12: error: invalid duration 'forever' (expected e.g. "
                                     "30d, 12h)\nretention: forever\n           ^\n" % config)
+
+
+class SighupTest(DaemonTestCase):
+    start_daemon = False
+
+    def sighup(self, expect):
+        """SIGHUP, then waits for `expect` in the log (after what was there); returns the log."""
+        before = len(self.d.log())
+        self.d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: expect in self.d.log()[before:], timeout=30,
+                   message="%r in deployd's log" % expect)
+        self.assertTrue(self.d.running(), "SIGHUP ended deployd:\n" + self.d.log())
+        return self.d.log()[before:]
+
+    def test_sighup_reloads_the_configuration_and_deployd_keeps_running(self):
+        config = self.d.write_file("deployd.yaml", "log_max_size: 64MiB\n")
+        self.d.extra_args = ["--config", config]
+        self.d.start()
+        pid = self.d.proc.pid
+        self.sighup("SIGHUP: reloaded %s" % config)
+
+        # log_max_size applies to what starts from now on; the socket's group would need a
+        # restart (and --socket, given, wins over the file's socket: no change).
+        self.d.write_file("deployd.yaml", "log_max_size: 1KiB\ngroup: e2e-nogroup\nsocket: %s\n"
+                          % self.d.path("other.sock"))
+        log = self.sighup("SIGHUP: reloaded %s" % config)
+        self.assertIn("SIGHUP: group changed to 'e2e-nogroup': it takes effect when deployd "
+                      "restarts", log)
+        self.assertNotIn("socket changed", log)
+        plan = self.d.write_plan("chatty.yaml", """\
+version: 1
+name: chatty
+steps:
+  - id: chatty
+    run: [sh, -c, 'for i in $(seq 200); do echo line $i of a chatty step; done']
+""")
+        run, _ = self.d.apply(plan, check=0)
+        logs = os.path.join(self.d.state_dir, "logs", run)
+        self.assertTrue(os.path.exists(os.path.join(logs, "chatty.log.1")), os.listdir(logs))
+        self.assertLessEqual(os.path.getsize(os.path.join(logs, "chatty.log")), 1024)
+
+        # A file with an error changes nothing.
+        self.d.write_file("deployd.yaml", "retention: forever\n")
+        log = self.sighup("the configuration in use is unchanged")
+        self.assertIn("SIGHUP: %s:1:12: invalid duration 'forever' (expected e.g. 30d, 12h); the "
+                      "configuration in use is unchanged" % config, log)
+        self.assertNotIn("SIGHUP: reloaded", log)
+        self.assertEqual(self.d.proc.pid, pid)
+        self.d.ctl("runs", check=0)
+        self.assertEqual(self.d.stop(), 0, self.d.log())
+
+
+class JournalDetectionTest(DaemonTestCase):
+    start_daemon = False
+    PLAIN = re.compile(r"(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} info: deployd .* listening on ")
+
+    def test_journal_stream_naming_another_stream_is_not_the_journal(self):
+        # Inherited from a parent whose stderr was the journal: deployd's stderr is a file.
+        self.d.start(extra_env={"JOURNAL_STREAM": "8:1234567", "INVOCATION_ID": "0" * 32})
+        self.assertRegex(self.d.log(), self.PLAIN)
+        self.assertNotIn("<6>", self.d.log())
+
+    def test_journal_stream_naming_stderr_is_the_journal(self):
+        # JOURNAL_STREAM is stderr's device:inode, as systemd sets it: syslog priorities and no
+        # timestamps (the journal adds its own).
+        self.d.log_path = self.d.path("journal.stderr")
+        open(self.d.log_path, "w").close()
+        st = os.stat(self.d.log_path)
+        self.d.start(extra_env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+        self.assertRegex(self.d.log(), r"(?m)^<6>deployd .* listening on ")
+        self.assertNotRegex(self.d.log(), self.PLAIN)
 
 
 class SystemdNotifyTest(DaemonTestCase):

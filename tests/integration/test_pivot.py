@@ -19,54 +19,26 @@ line) are therefore found the way the plans' backstop finds them: by the GPU mem
 import glob
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also when run from the repo root
 import harness  # noqa: E402
 from harness import DaemonTestCase, wait_until  # noqa: E402
 
 STANDINS = os.path.join(harness.SOURCE_DIR, "tests", "standins")
-PLANS = os.path.join(harness.SOURCE_DIR, "plans")
-TEARDOWN_PLAN = os.path.join(PLANS, "glm5-teardown.yaml")
-KIMI_PLAN = os.path.join(PLANS, "kimi-k2.5-nvfp4.yaml")
 sys.path.insert(0, STANDINS)
 sys.dont_write_bytecode = True
 import simhost  # noqa: E402  (set-up and clean-up helpers)
-
-REPO = "nvidia/Kimi-K2.5-NVFP4"
-SHARDS = 8
-SHARD_SIZE = 1 << 20
-GGUF_NAME = "GLM-5-UD-Q4_K_XL.gguf"
-# A pivot runs two plans with several vLLM starts: more than harness.CTL_TIMEOUT on a loaded box.
-APPLY_TIMEOUT = 180.0
+from shipped_plans import (GGUF_NAME, KIMI_PLAN, PLANS, REPO, SHARD_SIZE, SHARDS,  # noqa: E402
+                           TEARDOWN_PLAN, ShippedPlansMixin, assert_launch_failed_on_oom, http_get)
 
 
-def http_get(url, timeout=5):
-    """(status, body) or (None, error) when the connection fails."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (urllib.error.URLError, ConnectionError, socket.timeout) as e:
-        return None, e
-
-
-def regex_literal(text):
-    """`text` as an ECMAScript regex matching itself (temporary paths: letters, digits, _-./)."""
-    return re.sub(r"([.^$|?*+()\[\]{}\\])", r"\\\1", text)
-
-
-class PivotTestCase(DaemonTestCase):
+class PivotTestCase(ShippedPlansMixin, DaemonTestCase):
     start_daemon = False
 
     def setUp(self):
@@ -198,42 +170,8 @@ WantedBy=multi-user.target
 
     # ---- the plans
 
-    def teardown_vars(self):
-        return {"weights": self.gguf_dir, "leftovers": "vllm serve " + regex_literal(self.gguf_dir),
-                "port": str(self.port), "kill_grace": "5s", "gpus_stable_for": "500ms", "gpus_every": "200ms",
-                "gpus_within": "30s"}
-
-    def kimi_vars(self, **override):
-        v = {"old_weights": self.gguf_dir, "leftovers": "vllm serve " + regex_literal(self.gguf_dir),
-             "kill_grace": "5s", "gpus_stable_for": "500ms", "gpus_within": "30s",
-             "venv": self.venv, "vllm_min_version": "0.16.0",
-             "model_dir": self.model_dir, "model_size": "8MiB", "disk_needed": "16MiB",
-             "hf_token_file": self.token_file,
-             "download_stall_after": "5s", "download_sample_every": "500ms",
-             "weights_after": "200ms", "weights_every": "200ms", "download_within": "2m",
-             "port": str(self.port), "ready_after": "200ms", "ready_every": "200ms", "ready_within": "2m"}
-        v.update(override)
-        return v
-
-    def apply(self, plan, variables, check=None):
-        args = ["apply", plan]
-        for k, v in sorted(variables.items()):
-            args += ["--var", "%s=%s" % (k, v)]
-        args.append("--wait")
-        cp = self.d.ctl(*args, check=check, timeout=APPLY_TIMEOUT)
-        lines = cp.stdout.splitlines()
-        self.assertTrue(lines, "apply printed no run id (exit %d)\n%s" % (cp.returncode, cp.stderr))
-        return lines[0], cp
-
     def logs(self, run, step):
         return self.d.ctl("logs", run, step, check=0).stdout
-
-    def assert_succeeded(self, run, cp):
-        status = self.d.status_json(run)
-        self.assertEqual(status["state"], "succeeded",
-                         "run %s: %s\n--- apply\n%s%s\n--- deployd log\n%s"
-                         % (run, json.dumps(status, indent=1), cp.stdout, cp.stderr, self.d.log()[-4000:]))
-        return status
 
     def assert_no_secret_anywhere(self):
         needle = self.token.encode()
@@ -391,23 +329,12 @@ class LaunchOomTest(PivotTestCase):
         self.flag("vllm-oom")
         self.launch_daemon()
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars(ready_within="10m"), check=1)
-        status = self.d.status_json(run)
-        self.assertEqual(status["state"], "failed")
-        launch = self.d.step(run, "launch", status)
-        self.assertEqual(launch["state"], "failed")
-        self.assertIn("CUDA out of memory: a foreign process holds GPU memory", launch["reason"])
-        self.assertIn("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", launch["reason"])
-        self.assertEqual(launch["attempts"], 1)
-        events = self.assert_events_consistent(run, status)
+        status, started, failed = assert_launch_failed_on_oom(self, run)
         # The measured latency: the line in the journal -> the step's failure event.
         with open(os.path.join(self.sim, "journal", "kimi.service.jsonl")) as f:
             entries = [json.loads(line) for line in f if line.strip()]
         oom_at = [e for e in entries if "CUDA out of memory" in e.get("msg", "")]
         self.assertTrue(oom_at, "no OOM line in the journal")
-        failed = [e for e in events if e["step_id"] == "launch" and e["kind"] == "step.state"
-                  and e["state"] == "failed"][0]
-        started = [e for e in events if e["step_id"] == "launch" and e["kind"] == "step.state"
-                   and e["state"] == "running"][0]
         t_line = float(oom_at[0]["t"])
         print("\nOOM: journal line -> launch failed: %.0f ms (launch fired -> failed: %.1f s; ready_within 10m)"
               % (failed["at_ms"] - t_line * 1000, (failed["at_ms"] - started["at_ms"]) / 1000.0), file=sys.stderr)

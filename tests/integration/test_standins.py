@@ -413,6 +413,23 @@ ExecStart=/bin/sh -c 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; slee
         self.assertRegex(cp.stdout, r"^\w{3} \d\d \d\d:\d\d:\d\d simhost sh\[\d+\]: line 5\n$")
         cp = self.run_tool("journalctl", "-u", "quiet.service", check=0)
         self.assertEqual(cp.stdout, "-- No entries --\n")
+        # -o json with the fields deployd asks for: each entry names its invocation, as
+        # _SYSTEMD_INVOCATION_ID (the service's lines) or INVOCATION_ID (systemd's).
+        invocation = self.run_tool("systemctl", "show", "talk", "-p", "InvocationID", "--value",
+                                   check=0).stdout.strip()
+        self.assertRegex(invocation, r"^[0-9a-f]{32}$")
+        cp = self.run_tool("journalctl", "-u", "talk", "-o", "json", "-a", "-q", "--since", "@0",
+                           "--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID,INVOCATION_ID", check=0)
+        entries = [json.loads(line) for line in cp.stdout.splitlines()]
+        self.assertEqual(entries[0], {"__REALTIME_TIMESTAMP": entries[0]["__REALTIME_TIMESTAMP"],
+                                      "MESSAGE": "Started talk.service.",
+                                      "INVOCATION_ID": invocation})
+        self.assertEqual([(e["MESSAGE"], e["_SYSTEMD_INVOCATION_ID"]) for e in entries[1:]],
+                         [("line %d" % i, invocation) for i in range(1, 6)])
+        # --until with -n: the last entries before that time.
+        cp = self.run_tool("journalctl", "-u", "talk", "-o", "cat", "-n", "1", "--until",
+                           "@%.3f" % (int(entries[2]["__REALTIME_TIMESTAMP"]) / 1e6), check=0)
+        self.assertEqual(cp.stdout, "line 2\n")
 
 
 class NvidiaSmiTest(SimHostCase):

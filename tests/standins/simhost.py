@@ -695,10 +695,14 @@ def journal_files(unit):
     return os.path.join(d, unit + ".jsonl"), os.path.join(d, unit + ".log")
 
 
-def journal_append(unit, message, pid=1, ident="systemd"):
+def journal_append(unit, message, pid=1, ident="systemd", inv=""):
     """One journal entry for `unit`: a JSON line in journal/UNIT.jsonl (read by journalctl) and
-    the bare message in journal/UNIT.log."""
+    the bare message in journal/UNIT.log. `inv`: the unit's invocation the entry belongs to
+    (journalctl -o json shows it as _SYSTEMD_INVOCATION_ID for the service's own lines, as
+    INVOCATION_ID for systemd's, pid 1)."""
     jsonl, plain = journal_files(unit)
     rec = {"t": time.time(), "pid": pid, "id": ident, "unit": unit, "msg": message}
+    if inv:
+        rec["inv"] = inv
     append_line(jsonl, json.dumps(rec))
     append_line(plain, message)

@@ -99,10 +99,23 @@ class SystemdDaemon(harness.Daemon):
         return self.sh("journalctl", "--no-pager", "-o", "cat", "-u", unit, *since, *extra,
                        check=False).stdout
 
-    def install(self, config="", environment=None):
+    def journal_entries(self, unit):
+        """The unit's journal entries since this test installed deployd, as dicts
+        (`journalctl -o json`)."""
+        since = ["--after-cursor", self.cursor] if getattr(self, "cursor", "") else []
+        out = self.sh("journalctl", "--no-pager", "-o", "json", "-u", unit, *since,
+                      check=False).stdout
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    def alive(self, pid):
+        """Whether pid (as the container sees it) is a live process there."""
+        cp = self.sh("ps", "-o", "stat=", "-p", str(pid), check=False)
+        return cp.returncode == 0 and not cp.stdout.strip().startswith("Z")
+
+    def install(self, config="", environment=None, service=()):
         """Installs deployd.service (the repository's unit, untouched) with a drop-in for this
-        test's socket, state directory and config, and starts it (Type=notify: `start` returns
-        once deployd sent READY=1)."""
+        test's socket, state directory and config (and the [Service] lines `service`), and
+        starts it (Type=notify: `start` returns once deployd sent READY=1)."""
         self.write_file("deployd.yaml", config)
         # The journal from here on is this test's (the container's journal holds earlier ones).
         self.cursor = self.sh("journalctl", "-n", "0", "--show-cursor", "-q").stdout.split(
@@ -119,6 +132,7 @@ class SystemdDaemon(harness.Daemon):
                  "ExecStart=/usr/local/bin/deployd --config %s/deployd.yaml --socket %s/deployd.sock"
                  " --state-dir %s/state" % (self.inside, self.inside, self.inside)]
         lines += ["Environment=%s=%s" % (k, v) for k, v in sorted(env.items())]
+        lines += list(service)
         self.sh("tee", DROPIN, input="\n".join(lines) + "\n")
         self.systemctl("daemon-reload")
         self.start()
@@ -157,6 +171,8 @@ class SystemdDaemon(harness.Daemon):
 
     def cleanup(self):
         self.systemctl("stop", "deployd.service", check=False)
+        # KillMode=process leaves the actions running: they go with the test.
+        self.systemctl("kill", "--signal=SIGKILL", "deployd.service", check=False)
         self.sh("rm", "-f", DROPIN, check=False)
         self.systemctl("daemon-reload", check=False)
         self.systemctl("reset-failed", check=False)
@@ -166,6 +182,7 @@ class SystemdTestCase(unittest.TestCase):
     """self.d: a SystemdDaemon for this test (not started: call self.d.install(...))."""
 
     maxDiff = None
+    assert_events_consistent = harness.DaemonTestCase.assert_events_consistent
 
     @classmethod
     def setUpClass(cls):

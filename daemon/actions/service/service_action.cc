@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "actions/service/systemctl.h"
+#include "actions/service/unit_cgroup.h"
 #include "actions/service/unit_file.h"
 #include "process/blocking_command.h"
 #include "process/process_stop.h"
+#include "util/clock.h"
+#include "util/journal_entry.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -27,21 +32,47 @@ constexpr Duration kSettle = 2s;
 constexpr Duration kDrain = 5s;
 constexpr int kJournalLines = 20;
 
-void SayJournal(const std::string& unit, const ActionContext& ctx) {
-  auto out = RunBlocking(
-      {"journalctl", "-u", unit, "-n", std::to_string(kJournalLines), "-o", "cat", "--no-pager"},
-      kSystemctlTimeout);
+// The part of the unit's journal an action speaks for: from when it began, without the lines
+// of the invocation that ran before (a restart's old server). Its lines pass through fail_on
+// like the action's own, so an older start's fatal line must not be among them.
+struct JournalWindow {
+  std::int64_t since_ms = 0;
+  std::string previous_invocation;
+};
+
+void SayJournal(const std::string& unit, const JournalWindow& window, const ActionContext& ctx) {
+  // Newest first (-r), so that -n keeps the last lines.
+  std::vector<std::string> argv = {"journalctl", "-u", unit, "-q",
+                                   "--no-pager", "-r", "-n", std::to_string(kJournalLines)};
+  argv.push_back("--since=" + JournalTime(window.since_ms));
+  argv.insert(argv.end(), std::begin(kJournalJsonArgs), std::end(kJournalJsonArgs));
+  auto out = RunBlocking(argv, kSystemctlTimeout);
   if (!out.ok() || !out->ok()) {
     ctx.say("no journal for " + unit + ": " + (out.ok() ? out->Reason() : out.status().message()));
     return;
   }
-  ctx.say("last journal lines of " + unit + ":");
-  std::istringstream lines(out->out);
+  std::vector<std::string> lines;  // newest first
+  std::istringstream entries(out->out);
   std::string line;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) ctx.say("  " + line);
+  while (std::getline(entries, line)) {
+    std::optional<JournalEntry> entry = ParseJournalEntry(line);
+    if (!entry ||
+        (!window.previous_invocation.empty() && entry->invocation == window.previous_invocation))
+      continue;
+    std::istringstream message(entry->message);
+    std::vector<std::string> pieces;
+    for (std::string piece; std::getline(message, piece);) {
+      if (!piece.empty() && piece.back() == '\r') piece.pop_back();
+      if (!piece.empty()) pieces.push_back(piece);
+    }
+    lines.insert(lines.end(), pieces.rbegin(), pieces.rend());
   }
+  if (lines.empty()) {
+    ctx.say("nothing in the journal of " + unit + " since " + JournalTime(window.since_ms));
+    return;
+  }
+  ctx.say("last journal lines of " + unit + ":");
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) ctx.say("  " + *it);
 }
 
 // ---------------------------------------------------------------- enabled
@@ -85,7 +116,8 @@ std::string NotRunning(const std::string& unit, const UnitStatus& st) {
 // After a start the unit must keep running with the same main process for kSettle: a server
 // that exits on a bad flag is caught here, the moment its main process exits. The journal's
 // last lines are said when it does not.
-Status ProveRunning(const std::string& unit, const ActionContext& ctx) {
+Status ProveRunning(const std::string& unit, const JournalWindow& window,
+                    const ActionContext& ctx) {
   auto started = ShowUnit(unit);
   if (!started.ok()) return started.status();
   if ((started->Running() || started->Starting()) && started->main_pid > 0)
@@ -93,12 +125,12 @@ Status ProveRunning(const std::string& unit, const ActionContext& ctx) {
   auto st = ShowUnit(unit);
   if (!st.ok()) return st.status();
   if (!st->Running()) {
-    SayJournal(unit, ctx);
+    SayJournal(unit, window, ctx);
     return Status::Error(NotRunning(unit, *st));
   }
   if ((started->main_pid > 0 && st->main_pid != started->main_pid) ||
       st->n_restarts > started->n_restarts) {
-    SayJournal(unit, ctx);
+    SayJournal(unit, window, ctx);
     return Status::Error(unit + " restarted right after starting (main pid " +
                          std::to_string(started->main_pid) + ", then " +
                          std::to_string(st->main_pid) + "): it is crash-looping");
@@ -109,8 +141,10 @@ Status ProveRunning(const std::string& unit, const ActionContext& ctx) {
 
 Status Start(const std::string& unit, const ServiceAction& action, bool restart,
              bool unit_file_changed, const ActionContext& ctx) {
+  const std::int64_t began_ms = NowMs();
   auto st = ShowUnit(unit);
   if (!st.ok()) return st.status();
+  const JournalWindow window{began_ms, st->invocation_id};
   if (!st->Loaded() && !(st->load_state == "not-found" && !st->Stopped())) {
     if (st->load_state == "not-found") {
       return Status::Error(unit +
@@ -140,12 +174,12 @@ Status Start(const std::string& unit, const ServiceAction& action, bool restart,
   if (!out->ok()) {
     std::string reason = out->Reason();
     auto after = ShowUnit(unit);
-    SayJournal(unit, ctx);
+    SayJournal(unit, window, ctx);
     std::string exit = after.ok() ? after->MainExit() : "";
     return Status::Error(std::string("systemctl ") + verb + " " + unit + " failed: " + reason +
                          (exit.empty() ? "" : "; " + exit));
   }
-  return ProveRunning(unit, ctx);
+  return ProveRunning(unit, window, ctx);
 }
 
 // ---------------------------------------------------------------- stopped
@@ -157,13 +191,24 @@ std::string LeftoverError(const std::string& unit, const std::vector<pid_t>& lef
          DescribePids(left);
 }
 
+// What is in the unit's cgroup; an error when that cannot be read.
+Result<std::vector<pid_t>> Leftovers(const std::string& unit, const UnitStatus& st) {
+  Result<std::vector<pid_t>> left = UnitCgroupProcs(st.control_group);
+  if (!left.ok())
+    return Status::Error("cannot prove that no process is left in " + unit +
+                         "'s cgroup: " + left.status().message());
+  return left;
+}
+
 Status Stop(const std::string& unit, const ServiceAction& action, const ActionContext& ctx) {
+  const JournalWindow window{NowMs(), ""};  // the stopping server's own lines are the point
   auto st = ShowUnit(unit);
   if (!st.ok()) return st.status();
   if (st->Stopped()) {
-    std::vector<pid_t> left = CgroupProcs(*st);
-    if (!left.empty()) {
-      return Status::Error(LeftoverError(unit, left, "although it is " + st->State()));
+    Result<std::vector<pid_t>> left = Leftovers(unit, *st);
+    if (!left.ok()) return left.status();
+    if (!left->empty()) {
+      return Status::Error(LeftoverError(unit, *left, "although it is " + st->State()));
     }
     if (st->load_state == "not-found") {
       ctx.say(unit + " is not installed; nothing to stop");
@@ -184,15 +229,17 @@ Status Stop(const std::string& unit, const ServiceAction& action, const ActionCo
   st = ShowUnit(unit);
   if (!st.ok()) return st.status();
   if (!st->Stopped()) {
-    SayJournal(unit, ctx);
+    SayJournal(unit, window, ctx);
     std::string main = st->main_pid > 0 ? ", main " + DescribePid(st->main_pid) : "";
     return Status::Error(unit + " did not stop: " + st->State() + main);
   }
-  if (std::vector<pid_t> left = CgroupProcs(*st); !left.empty()) {
-    WaitUntilGone(left, kDrain);
-    left = CgroupProcs(*st);
-    if (!left.empty()) return Status::Error(LeftoverError(unit, left, "after stop"));
+  Result<std::vector<pid_t>> left = Leftovers(unit, *st);
+  if (left.ok() && !left->empty()) {
+    WaitUntilGone(*left, kDrain);
+    left = Leftovers(unit, *st);
   }
+  if (!left.ok()) return left.status();
+  if (!left->empty()) return Status::Error(LeftoverError(unit, *left, "after stop"));
   std::string result =
       st->result.empty() || st->result == "success" ? "" : " (Result=" + st->result + ")";
   ctx.say(unit + " is stopped: " + st->State() + result + ", no process left in its cgroup");

@@ -9,8 +9,8 @@
 //   started/restarted  ActiveState=active, SubState=running, MainPID > 0, and still so (same
 //                      main pid, no restart) over a short settling time after the start;
 //   stopped            ActiveState inactive or failed, and no process left in the unit's cgroup
-//                      (cgroup v2: <root><ControlGroup>/cgroup.procs, root from
-//                      $DEPLOYD_CGROUP_ROOT, default /sys/fs/cgroup);
+//                      (in the hierarchy this host mounts: v2, hybrid or v1, unit_cgroup.h;
+//                      a cgroup that cannot be read is an error, never "empty");
 //   enabled            UnitFileState enabled (or enabled-runtime) / anything else.
 // The `service` check (service_probe.h) judges a unit by the same rules.
 //
@@ -35,6 +35,8 @@ namespace deployd {
 //    (ExecMainStatus=1)"                         (the journal's last lines are said before)
 //   "2 processes left in kimi.service's cgroup after stop: pid 123 (VLLM::Worker_TP0), pid 124
 //    (python3)"
+//   "cannot prove that no process is left in kimi.service's cgroup: cannot read
+//    /sys/fs/cgroup/system.slice/kimi.service/cgroup.procs: Permission denied"
 //   "systemctl not found on PATH: the service action needs systemd"
 Status RunServiceAction(const ServiceAction& action, const ActionContext& ctx);
 

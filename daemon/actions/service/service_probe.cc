@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actions/service/systemctl.h"
+#include "actions/service/unit_cgroup.h"
 #include "process/process_table.h"
 
 namespace deployd {
@@ -30,7 +31,8 @@ CheckOutcome ProbeService(const Check& check) {
     outcome.evidence["error"] = st.status().message();
     return finish(false, st.status().message());
   }
-  std::vector<pid_t> left = CgroupProcs(*st);
+  Result<std::vector<pid_t>> cgroup = UnitCgroupProcs(st->control_group);
+  std::vector<pid_t> left = cgroup.ok() ? *cgroup : std::vector<pid_t>{};
   boost::json::object& ev = outcome.evidence;
   ev["load_state"] = st->load_state;
   ev["active_state"] = st->active_state;
@@ -46,6 +48,7 @@ CheckOutcome ProbeService(const Check& check) {
     procs.push_back(boost::json::object{{"pid", pid}, {"title", info ? info->Title() : "?"}});
   }
   ev["cgroup_procs"] = std::move(procs);
+  if (!cgroup.ok()) ev["cgroup_error"] = cgroup.status().message();
 
   bool passed = false;
   std::string what;
@@ -60,9 +63,10 @@ CheckOutcome ProbeService(const Check& check) {
       if (std::string exit = st->MainExit(); !exit.empty()) what += "; " + exit;
     }
   } else {
-    passed = st->Stopped() && left.empty();
+    passed = st->Stopped() && cgroup.ok() && left.empty();
     what = st->State();
     if (!left.empty()) what += "; " + ProcessCount(left.size()) + " left in its cgroup";
+    if (!cgroup.ok()) what += "; " + cgroup.status().message();
   }
   if (check.enabled) {
     bool want = *check.enabled;

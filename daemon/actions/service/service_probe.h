@@ -15,7 +15,8 @@ namespace deployd {
 //   "service kimi.service: active (running), main pid 1234"
 //   "service glm5.service: inactive (dead); 3 processes left in its cgroup"
 // Evidence: check, target, load_state, active_state, sub_state, main_pid, exec_main_status,
-// exec_main_code, unit_file_state, cgroup, cgroup_procs ([{pid, title}]).
+// exec_main_code, unit_file_state, cgroup, cgroup_procs ([{pid, title}]), cgroup_error (when the
+// cgroup could not be read: then a unit is never proven stopped).
 CheckOutcome ProbeService(const Check& check);
 
 }  // namespace deployd

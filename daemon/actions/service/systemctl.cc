@@ -20,7 +20,7 @@ namespace {
 
 constexpr char kShowProperties[] =
     "LoadState,ActiveState,SubState,MainPID,ExecMainStatus,ExecMainCode,UnitFileState,"
-    "ControlGroup,NRestarts,Result,NeedDaemonReload,TimeoutStopUSec";
+    "ControlGroup,NRestarts,Result,NeedDaemonReload,TimeoutStopUSec,InvocationID";
 
 template <typename Int>
 Int ToInt(std::string_view text) {
@@ -91,6 +91,8 @@ UnitStatus ParseShow(std::string_view text) {
       st.control_group = value;
     else if (key == "Result")
       st.result = value;
+    else if (key == "InvocationID")
+      st.invocation_id = value;
     else if (key == "MainPID")
       st.main_pid = ToInt<pid_t>(value);
     else if (key == "ExecMainStatus")
@@ -105,11 +107,6 @@ UnitStatus ParseShow(std::string_view text) {
       st.timeout_stop = ParseSystemdTimespan(value);
   }
   return st;
-}
-
-std::string CgroupRoot() {
-  const char* root = std::getenv("DEPLOYD_CGROUP_ROOT");
-  return root && *root ? root : "/sys/fs/cgroup";
 }
 
 bool IsUnitChar(char c) {
@@ -167,19 +164,6 @@ Status SystemctlVerb(const std::string& verb, const std::string& unit, Duration 
                          " failed: " + out->Reason());
   }
   return Status::Ok();
-}
-
-std::vector<pid_t> CgroupProcs(const UnitStatus& st) {
-  std::vector<pid_t> pids;
-  if (st.control_group.empty()) return pids;
-  std::ifstream in(CgroupRoot() + st.control_group + "/cgroup.procs");
-  pid_t pid = 0;
-  while (in >> pid) {
-    // cgroup v2 lists no zombies; a stale list (the stand-in's) may.
-    auto stat = ReadProcStat(pid);
-    if (stat && stat->state != 'Z' && stat->state != 'X') pids.push_back(pid);
-  }
-  return pids;
 }
 
 std::string DescribePids(const std::vector<pid_t>& pids) {

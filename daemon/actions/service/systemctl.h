@@ -1,6 +1,6 @@
 // Talking to systemd for the `service` action and check: `systemctl show` read into a
 // UnitStatus, the verbs (daemon-reload, start, stop, enable, …) run and their failures made one
-// line, and the processes left in a unit's cgroup.
+// line; processes named for messages.
 //
 // Blocking code for the `deployd --action` and `--probe` children only (builtin_action.h):
 // systemctl runs as a child of the calling thread (process/blocking_command.h).
@@ -32,6 +32,7 @@ Result<std::string> NormalizeUnit(const std::string& unit);
 // The unit as `systemctl show` describes it.
 struct UnitStatus {
   std::string load_state, active_state, sub_state, unit_file_state, control_group, result;
+  std::string invocation_id;  // of the unit's current (or last) run; "" before the first
   pid_t main_pid = 0;
   int exec_main_status = 0;
   int exec_main_code = 0;  // CLD_EXITED 1, CLD_KILLED 2, CLD_DUMPED 3; 0: never ran
@@ -66,11 +67,6 @@ Result<UnitStatus> ShowUnit(const std::string& unit, Duration timeout = kSystemc
 // x.service failed: <its stderr's reason>".
 Status SystemctlVerb(const std::string& verb, const std::string& unit,
                      Duration timeout = kSystemctlTimeout);
-
-// The live processes in the unit's cgroup (cgroup v2: <root><ControlGroup>/cgroup.procs, root
-// from $DEPLOYD_CGROUP_ROOT, default /sys/fs/cgroup). A cgroup that is gone, or a unit without
-// one, has none; pids listed but no longer in /proc are gone too.
-std::vector<pid_t> CgroupProcs(const UnitStatus& st);
 
 // "pid 123 (VLLM::Worker_TP0)", the title read from /proc now ("?" when gone).
 std::string DescribePid(pid_t pid);
