@@ -14,18 +14,24 @@ import unittest
 from harness import DaemonTestCase, pids_with_marker, unique_marker, wait_until
 
 
+def _ppid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def action_pids(marker):
     """The processes of an action carrying `marker` in its command line, not its supervisor
-    (whose command line holds the action's)."""
-    pids = []
+    (whose command line holds the action's), nor the shell's own short-lived forks (a child
+    of the action with the same command line until it execs `sleep`)."""
+    found = {}
     for p in pids_with_marker(marker):
         try:
             with open("/proc/%d/cmdline" % p, "rb") as f:
                 if b"--supervise" not in f.read():
-                    pids.append(p)
-        except OSError:
+                    found[p] = _ppid(p)
+        except (OSError, ValueError, IndexError):
             pass
-    return pids
+    return sorted(p for p, parent in found.items() if parent not in found)
 
 
 def read(path):
