@@ -174,7 +174,11 @@ steps:
     run: [sh, -c, 'i=0; while [ ! -e @DIR@/go ]; do i=$((i+1)); echo chatty $i; sleep 0.02; done; echo chatty done']
 """ % (port, port))
         run, _ = self.d.apply(plan, wait=False, check=0)
-        status = self.d.wait_step(run, "chatty", ("running",))
+        self.d.wait_step(run, "chatty", ("running",))
+        # "running" is committed before the supervisor reports the action's pid.
+        status = harness.wait_until(
+            lambda: (lambda s: s if self.d.step(run, "chatty", s).get("pid") else None)(
+                self.d.status_json(run)), message="the chatty step's pid")
         server = self.d.step(run, "server", status)["pid"]
         chatty = self.d.step(run, "chatty", status)["pid"]
         self.assertTrue(server and chatty, status)
