@@ -25,7 +25,7 @@ namespace deployd {
 // One event of a run, as the store numbered it (seq) or as it is committed now.
 struct WireEvent {
   std::string run;
-  std::int64_t seq = 0;  // 0 on a live event: the store numbers it
+  std::int64_t seq = 0;  // as the store numbered it: 1, 2, 3, … per run
   std::string step;      // "" for a run-level event
   std::string kind;      // "run.created", "run.state", "run.preflight", "step.state", …
   std::string state;     // the state entered, for a ".state" kind
