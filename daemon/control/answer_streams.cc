@@ -179,6 +179,7 @@ StreamAnswer FollowRun(RequestContext& context, const json::object& request,
   auto stream = std::make_unique<RunEventStream>(context, run_id, std::move(wake));
   WireRun snapshot = ToWire(run);
   context.runs.AddProgress(snapshot);
+  context.runs.AddStorageFault(snapshot);
   stream->Push(EncodeSnapshotLine(snapshot));
   Result<std::vector<EventRecord>> past = context.store.Events(run_id);
   if (!past.ok()) return ErrorAnswer(past.status().message());

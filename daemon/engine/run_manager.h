@@ -129,9 +129,9 @@ class RunManager {
   // Sets the progress of each step of `run` that is being watched right now. Progress is
   // observation, not state: it is never stored.
   void AddProgress(WireRun& run) const;
-  // While the store refuses writes: what deployd cannot record, as one line for status and why
-  // ("cannot record: … (for 12s, 5 tries; next try in 2s; 3 transitions wait)"); else "".
-  std::string StorageFaultLine() const;
+  // While the store refuses writes, sets the run's storage_fault when deployd carries it out:
+  // "cannot record: … (for 12s, 5 tries; next try in 2s; 3 transitions wait)".
+  void AddStorageFault(WireRun& run) const;
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
   // Where the supervisor of a background step's attempt records its action (supervisor.h).

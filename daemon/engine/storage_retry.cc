@@ -119,8 +119,9 @@ Status RunManager::RefuseWhileBlocked() const {
                        "; nothing new is accepted until it can record again");
 }
 
-std::string RunManager::StorageFaultLine() const {
-  return fault_.active() ? fault_.Describe(NowMs(), held_.size()) : "";
+void RunManager::AddStorageFault(WireRun& run) const {
+  if (fault_.active() && runs_.count(run.id))
+    run.storage_fault = fault_.Describe(NowMs(), held_.size());
 }
 
 }  // namespace deployd
