@@ -1,6 +1,7 @@
 // deployd: the daemon. Runs in the foreground until SIGTERM (or SIGINT), which is graceful:
 // the socket closes, checks and timers stop, and actions keep running — the next start
-// resumes every unfinished run from the database.
+// resumes every unfinished run from the database. It stops the same way, but with exit status
+// 1, when its database's files are deleted or replaced under it (store/store_files.cc).
 #include <grp.h>
 #include <signal.h>
 #include <spdlog/details/null_mutex.h>
@@ -15,7 +16,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include "actions/builtin_action.h"
 #include "control/control_server.h"
@@ -24,6 +27,8 @@
 #include "plan/daemon_config.h"
 #include "process/supervisor.h"
 #include "store/run_store.h"
+#include "store/state_dir.h"
+#include "util/directory_watch.h"
 
 using namespace deployd;
 
@@ -92,9 +97,13 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string socket_path;
   std::string state_dir;
+  bool new_state = false;
   app.add_option("--config", config_path, "configuration file (default /etc/deployd/deployd.yaml)");
   app.add_option("--socket", socket_path, "control socket path");
   app.add_option("--state-dir", state_dir, "directory for deployd.db and step logs");
+  app.add_flag("--new-state", new_state,
+               "start a new deployd.db although the logs of earlier runs are there (the database "
+               "was lost); new runs are numbered after theirs");
   app.set_version_flag("--version", std::string("deployd ") + DEPLOYD_VERSION);
   try {
     app.parse(argc, argv);
@@ -132,8 +141,14 @@ int main(int argc, char** argv) {
     server_options.group = g->gr_gid;
   }
 
-  Result<std::unique_ptr<RunStore>> store = RunStore::Open(config.state_dir + "/deployd.db");
+  const std::string db_path = config.state_dir + "/deployd.db";
+  EarlierRuns earlier = FindEarlierRuns(config.state_dir);
+  if (Status s = CheckStateDatabase(db_path, config.state_dir, earlier, new_state); !s.ok())
+    return Fail(s.message());
+  Result<std::unique_ptr<RunStore>> store = RunStore::Open(db_path);
   if (!store.ok()) return Fail(store.status().message());
+  // No run id, and no log directory, is used twice.
+  store.value()->SetFirstRunNumber(earlier.highest_number);
 
   boost::asio::io_context io(1);
   SystemdNotifier notifier(io.get_executor());
@@ -149,20 +164,39 @@ int main(int argc, char** argv) {
   run_options.on_activity = [&notifier](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
   };
+  std::optional<std::string> store_lost;
+  std::function<void(const std::string&)> stop;
+  run_options.on_store_lost = [&](const std::string& why) { stop(why); };
   auto runs = std::make_unique<RunManager>(io.get_executor(), *store.value(), run_options);
   auto server = std::make_unique<ControlServer>(io, *runs, *store.value(), server_options);
   if (Status s = server->Listen(); !s.ok()) return Fail(s.message());
 
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  stop = [&](const std::string& lost) {
+    if (store_lost || !server) return;
+    if (!lost.empty()) store_lost = lost;
+    (void)notifier.Notify("STOPPING=1\nSTATUS=stopping" + (lost.empty() ? "" : ": " + lost));
+    server->Stop();
+    runs->Shutdown();
+    io.stop();
+  };
   signals.async_wait([&](boost::system::error_code error, int signo) {
     if (error) return;
     spdlog::info("{}: stopping; running actions are left running and resumed at next start",
                  signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    (void)notifier.Notify("STOPPING=1\nSTATUS=stopping");
-    server->Stop();
-    runs->Shutdown();
-    io.stop();
+    stop("");
   });
+  // The database's files deleted or replaced under deployd are noticed at once, not only at
+  // the next commit: what the connection still holds is saved, and deployd stops.
+  auto watch =
+      DirectoryWatch::Start(io.get_executor(), config.state_dir, [&](std::string_view name) {
+        if (!name.empty() && name != "deployd.db" && name != "deployd.db-wal") return;
+        if (Status s = store.value()->CheckFiles(); !s.ok()) {
+          spdlog::critical("{}", s.message());
+          stop(s.message());
+        }
+      });
+  if (!watch.ok()) spdlog::warn("{}", watch.status().message());
 
   spdlog::info("deployd {} listening on {}, state in {}", DEPLOYD_VERSION, config.socket_path,
                config.state_dir);
@@ -174,6 +208,7 @@ int main(int argc, char** argv) {
   io.run();
   runs.reset();
   server.reset();
+  if (store_lost) return Fail(*store_lost);
   spdlog::info("stopped");
   return 0;
 }
