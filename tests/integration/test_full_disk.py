@@ -5,9 +5,10 @@ run finishes with gapless events, no step is called interrupted, and the step wh
 disk could not take says so in its record."""
 
 import errno
-import json
 import os
+import socket
 import subprocess
+import threading
 import unittest
 
 from harness import DaemonTestCase, wait_until
@@ -63,7 +64,23 @@ steps:
             self.skipTest("cannot mount a tmpfs: " + (mount.stderr.strip() or "exit %d"
                                                         % mount.returncode))
         self.addCleanup(self.unmount)
-        self.d.start()
+        # systemd's side of STATUS=: a datagram socket named by NOTIFY_SOCKET (not on the tmpfs).
+        self.notices = []
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(self.d.path("notify.sock"))
+        self.addCleanup(notify.close)
+        threading.Thread(target=self.collect, args=(notify,), daemon=True).start()
+        self.d.start(extra_env={"NOTIFY_SOCKET": self.d.path("notify.sock")})
+
+    def collect(self, notify):
+        while True:
+            try:
+                self.notices.append(notify.recv(65536).decode(errors="replace"))
+            except OSError:
+                return
+
+    def status_notices(self, text):
+        return [m for m in list(self.notices) if "STATUS=" + text in m]
 
     def unmount(self):
         # The daemon and what it started go first: they hold files on the mount.
@@ -103,6 +120,7 @@ steps:
         refused = self.d.ctl("pause", run, check=2)
         self.assertIn("nothing new is accepted until it can record again", refused.stderr)
         self.assertIn("database or disk is full", self.d.log())
+        wait_until(lambda: self.status_notices("cannot record: "), message="STATUS=cannot record")
 
         os.remove(filled)
         status = self.d.wait_run(run)
@@ -115,6 +133,8 @@ steps:
         self.assertIn("the log is incomplete: ", work["reason"])
         self.assertIn("No space left on device", work["evidence"]["log_incomplete"])
         self.assertIn("recording again after", self.d.log())
+        wait_until(lambda: self.status_notices("recording again after "),
+                   message="STATUS=recording again")
 
     def test_a_restart_while_the_disk_is_full_does_not_call_the_finished_step_interrupted(self):
         plan, run, filled, status = self.run_until_the_disk_is_full()
