@@ -1,7 +1,8 @@
 // deployd: the daemon. Runs in the foreground until SIGTERM (or SIGINT), which is graceful:
 // the socket closes, checks and timers stop, and actions keep running — the next start
-// resumes every unfinished run from the database. SIGHUP reads the configuration file again
-// (ReloadConfig).
+// resumes every unfinished run from the database. It stops the same way, but with exit status
+// 1, when its database's files are deleted or replaced under it (store/store_files.cc). SIGHUP
+// reads the configuration file again (ReloadConfig).
 #include <grp.h>
 #include <signal.h>
 #include <spdlog/details/null_mutex.h>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -29,6 +31,8 @@
 #include "plan/daemon_config.h"
 #include "process/supervisor.h"
 #include "store/run_store.h"
+#include "store/state_dir.h"
+#include "util/directory_watch.h"
 
 using namespace deployd;
 
@@ -180,9 +184,13 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string socket_path;
   std::string state_dir;
+  bool new_state = false;
   app.add_option("--config", config_path, "configuration file (default /etc/deployd/deployd.yaml)");
   app.add_option("--socket", socket_path, "control socket path");
   app.add_option("--state-dir", state_dir, "directory for deployd.db and step logs");
+  app.add_flag("--new-state", new_state,
+               "start a new deployd.db although the logs of earlier runs are there (the database "
+               "was lost); new runs are numbered after theirs");
   app.set_version_flag("--version", std::string("deployd ") + DEPLOYD_VERSION);
   try {
     app.parse(argc, argv);
@@ -214,8 +222,14 @@ int main(int argc, char** argv) {
     server_options.group = g->gr_gid;
   }
 
-  Result<std::unique_ptr<RunStore>> store = RunStore::Open(config.state_dir + "/deployd.db");
+  const std::string db_path = config.state_dir + "/deployd.db";
+  EarlierRuns earlier = FindEarlierRuns(config.state_dir);
+  if (Status s = CheckStateDatabase(db_path, config.state_dir, earlier, new_state); !s.ok())
+    return Fail(s.message());
+  Result<std::unique_ptr<RunStore>> store = RunStore::Open(db_path);
   if (!store.ok()) return Fail(store.status().message());
+  // No run id, and no log directory, is used twice.
+  store.value()->SetFirstRunNumber(earlier.highest_number);
 
   boost::asio::io_context io(1);
   SystemdNotifier notifier(io.get_executor());
@@ -228,6 +242,9 @@ int main(int argc, char** argv) {
   run_options.on_activity = [&notifier](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
   };
+  std::optional<std::string> store_lost;
+  std::function<void(const std::string&)> stop;
+  run_options.on_store_lost = [&](const std::string& why) { stop(why); };
   auto runs = std::make_unique<RunManager>(io.get_executor(), *store.value(), run_options);
   auto server = std::make_unique<ControlServer>(io, *runs, *store.value(), server_options);
   if (Status s = server->Listen(); !s.ok()) return Fail(s.message());
@@ -238,16 +255,32 @@ int main(int argc, char** argv) {
   AwaitSighup(hup,
               [&] { ReloadConfig(config_path, socket_path, state_dir, config, *runs, notifier); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  signals.async_wait([&](boost::system::error_code error, int signo) {
-    if (error) return;
-    spdlog::info("{}: stopping; running actions are left running and resumed at next start",
-                 signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    (void)notifier.Notify("STOPPING=1\nSTATUS=stopping");
+  stop = [&](const std::string& lost) {
+    if (store_lost || !server) return;
+    if (!lost.empty()) store_lost = lost;
+    (void)notifier.Notify("STOPPING=1\nSTATUS=stopping" + (lost.empty() ? "" : ": " + lost));
     hup.cancel();
     server->Stop();
     runs->Shutdown();
     io.stop();
+  };
+  signals.async_wait([&](boost::system::error_code error, int signo) {
+    if (error) return;
+    spdlog::info("{}: stopping; running actions are left running and resumed at next start",
+                 signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop("");
   });
+  // The database's files deleted or replaced under deployd are noticed at once, not only at
+  // the next commit: what the connection still holds is saved, and deployd stops.
+  auto watch =
+      DirectoryWatch::Start(io.get_executor(), config.state_dir, [&](std::string_view name) {
+        if (!name.empty() && name != "deployd.db" && name != "deployd.db-wal") return;
+        if (Status s = store.value()->CheckFiles(); !s.ok()) {
+          spdlog::critical("{}", s.message());
+          stop(s.message());
+        }
+      });
+  if (!watch.ok()) spdlog::warn("{}", watch.status().message());
 
   spdlog::info("deployd {} listening on {}, state in {}", DEPLOYD_VERSION, config.socket_path,
                config.state_dir);
@@ -259,6 +292,7 @@ int main(int argc, char** argv) {
   io.run();
   runs.reset();
   server.reset();
+  if (store_lost) return Fail(*store_lost);
   spdlog::info("stopped");
   return 0;
 }

@@ -211,3 +211,32 @@ TEST_CASE("LineSplitter cuts at \\n and \\r, keeps partial lines, drops empty on
   CHECK(lines[0].size() == LineSplitter::kMaxLineBytes);
   CHECK(lines[1] == std::string(10, 'x'));
 }
+
+TEST_CASE("a paused follower delivers nothing more until resumed, then goes on where it was") {
+  TempDir dir;
+  const std::string path = dir.File("step.log");
+  Append(path, std::string(200 * 1024, 'x'));  // more than one piece of 64 KiB
+  asio::io_context io;
+  std::string data;
+  std::unique_ptr<LogFollower> follower;
+  auto started = LogFollower::Start(io.get_executor(), path, 0, [&](std::string_view d) {
+    data += d;
+    follower->Pause();  // a reader that can take one piece at a time
+  });
+  REQUIRE(started.ok());
+  follower = std::move(started.value());
+  RunUntil(io, [&] { return !data.empty(); });
+  CHECK(data.size() == 64 * 1024);
+  CHECK(follower->paused());
+  Append(path, "more\n");
+  Settle(io);
+  CHECK(data.size() == 64 * 1024);  // the file grew, the paused follower waits
+  follower->CatchUp();
+  CHECK(data.size() == 64 * 1024);
+  for (size_t pieces = 2; pieces <= 4; ++pieces) {
+    follower->Resume();
+    CHECK(data.size() == (pieces - 1) * 64 * 1024);  // posted, not from Resume() itself
+    RunUntil(io, [&] { return data.size() > (pieces - 1) * 64 * 1024; });
+  }
+  CHECK(data == std::string(200 * 1024, 'x') + "more\n");
+}

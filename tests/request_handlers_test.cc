@@ -338,7 +338,7 @@ TEST_CASE("request handlers: follow streams the snapshot, the past, what comes, 
   AnswerStream& stream = Stream(answer);
   std::vector<json::object> lines;
   auto take = [&] {
-    for (json::object& line : stream.Take()) lines.push_back(std::move(line));
+    for (StreamLine& line : stream.Take()) lines.push_back(json::parse(line.text).as_object());
     return !lines.empty() && LineType(lines.back()) == "end";
   };
   d.RunUntil(take);
@@ -357,9 +357,9 @@ TEST_CASE("request handlers: follow streams the snapshot, the past, what comes, 
 
   // A finished run's stream is complete at once.
   StreamAnswer again = FollowRun(context, {{"run", run}}, [] {});
-  std::deque<json::object> all = Stream(again).Take();
-  CHECK(LineType(all.front()) == "snapshot");
-  CHECK(LineType(all.back()) == "end");
+  std::deque<StreamLine> all = Stream(again).Take();
+  CHECK(LineType(json::parse(all.front().text).as_object()) == "snapshot");
+  CHECK(all.back().last);
   CHECK(all.size() == lines.size());
 }
 
@@ -377,7 +377,7 @@ TEST_CASE("request handlers: logs -f streams a step's output until its processes
   AnswerStream& stream = Stream(answer);
   std::vector<json::object> lines;
   d.RunUntil([&] {
-    for (json::object& line : stream.Take()) lines.push_back(std::move(line));
+    for (StreamLine& line : stream.Take()) lines.push_back(json::parse(line.text).as_object());
     return !lines.empty() && LineType(lines.back()) == "end";
   });
   CHECK(json::serialize(lines.front()) ==

@@ -179,10 +179,11 @@ Transition StepTransition(const std::string& run_id, StepRecord step, StepState 
   return t;
 }
 
-void MustCommit(RunStore& store, const Transition& t) {
-  Status s = store.Commit(t);
-  INFO((s.ok() ? std::string() : s.message()));
-  REQUIRE(s.ok());
+EventRecord MustCommit(RunStore& store, const Transition& t) {
+  Result<EventRecord> stored = store.Commit(t);
+  INFO((stored.ok() ? std::string() : stored.status().message()));
+  REQUIRE(stored.ok());
+  return stored.value();
 }
 
 }  // namespace
@@ -347,7 +348,7 @@ TEST_CASE("a Commit that cannot apply changes nothing", "[run_store]") {
     Transition t = StepTransition(run.id, step, StepState::kRunning, 1);
     t.run_state = RunState::kRunning;  // would apply first, then be rolled back
     t.run_reason = "should not stick";
-    Status s = store->Commit(t);
+    Status s = store->Commit(t).status();
     REQUIRE_FALSE(s.ok());
     CHECK(s.message() ==
           path + ": cannot commit step.state to run demo-1: it has no step stop " + "at index 9");
@@ -356,7 +357,7 @@ TEST_CASE("a Commit that cannot apply changes nothing", "[run_store]") {
   SECTION("step id that does not match its index") {
     StepRecord step = run.steps[0];
     step.id = "launch";
-    Status s = store->Commit(StepTransition(run.id, step, StepState::kRunning, 1));
+    Status s = store->Commit(StepTransition(run.id, step, StepState::kRunning, 1)).status();
     REQUIRE_FALSE(s.ok());
     CHECK(s.message() == path +
                              ": cannot commit step.state to run demo-1: it has no step launch at "
@@ -365,7 +366,7 @@ TEST_CASE("a Commit that cannot apply changes nothing", "[run_store]") {
   }
   SECTION("unknown run") {
     Transition t = StepTransition("demo-7", run.steps[0], StepState::kRunning, 1);
-    Status s = store->Commit(t);
+    Status s = store->Commit(t).status();
     REQUIRE_FALSE(s.ok());
     CHECK(s.message() == path + ": cannot commit step.state to run demo-7: no such run");
     CHECK(MustEvents(*store, "demo-7").empty());
@@ -374,7 +375,7 @@ TEST_CASE("a Commit that cannot apply changes nothing", "[run_store]") {
   SECTION("event without a kind") {
     Transition t = StepTransition(run.id, run.steps[0], StepState::kRunning, 1);
     t.event.kind.clear();
-    Status s = store->Commit(t);
+    Status s = store->Commit(t).status();
     REQUIRE_FALSE(s.ok());
     CHECK(s.message() == path + ": cannot commit to run demo-1: the event has no kind");
     check_unchanged();
@@ -826,9 +827,9 @@ TEST_CASE("Commit latency", "[.bench][run_store]") {
     Transition t = StepTransition(run.id, step, StepState::kRunning, i);
     t.event.detail = "fired";
     auto begin = std::chrono::steady_clock::now();
-    Status s = store->Commit(t);
+    bool ok = store->Commit(t).ok();
     auto end = std::chrono::steady_clock::now();
-    REQUIRE(s.ok());
+    REQUIRE(ok);
     if (i >= 20) micros.push_back(std::chrono::duration<double, std::micro>(end - begin).count());
   }
   std::sort(micros.begin(), micros.end());

@@ -234,3 +234,49 @@ TEST_CASE("supervisor: the log is rotated once past its cap") {
   CHECK(log.find("line 300\n") != std::string::npos);
   CHECK(std::filesystem::exists(options.log_file + ".1"));
 }
+
+TEST_CASE("supervisor: output the log cannot take is counted in the record") {
+  // /dev/full refuses every write with ENOSPC, as a full disk does.
+  TempDir dir;
+  SupervisorOptions options;
+  options.status_file = dir.File("s.status");
+  options.log_file = "/dev/full";
+  options.log_cap_bytes = 0;
+  SpawnRequest request;
+  request.argv = SupervisorCommand(DEPLOYD_TEST_BIN, options);
+  request.argv.insert(request.argv.end(), {"/bin/sh", "-c", "echo one; echo two; exit 0"});
+  request.env = ChildEnvironment({});
+  Result<Spawned> spawned = Spawn(request);
+  REQUIRE(spawned.ok());
+  Supervised s{spawned.value(), options.status_file, options.log_file};
+  CHECK(WEXITSTATUS(WaitForExit(s)) == 0);
+  SupervisorRecord r = Record(s);
+  CHECK(r.state == SupervisorRecord::State::kExited);
+  CHECK(r.exit.code == 0);
+  CHECK(r.log_lost_lines == 2);
+  CHECK(r.log_lost_bytes == 8);
+  CHECK(r.log_error == "No space left on device");
+}
+
+TEST_CASE("supervisor: a record that cannot replace the status file is written in place") {
+  TempDir dir;
+  std::string path = dir.File("s.status");
+  SupervisorRecord running;
+  running.state = SupervisorRecord::State::kRunning;
+  running.action = {42, 7, "boot"};
+  running.supervisor = {41, 6, "boot"};
+  REQUIRE(WriteSupervisorRecord(path, running).ok());
+  CHECK(std::filesystem::file_size(path) == kStatusFileReserve);
+  // No new file can be made beside it (here: a directory where the temporary file would go;
+  // on a full disk: no space for one), but the old file itself can still be written.
+  std::filesystem::create_directory(dir.File(".s.status.deployd-tmp"));
+  SupervisorRecord exited = running;
+  exited.state = SupervisorRecord::State::kExited;
+  exited.exit.code = 3;
+  Status s = WriteSupervisorRecord(path, exited);
+  REQUIRE(s.ok());
+  Result<std::optional<SupervisorRecord>> read = ReadSupervisorRecord(path);
+  REQUIRE(read.ok());
+  CHECK(read.value()->state == SupervisorRecord::State::kExited);
+  CHECK(read.value()->exit.code == 3);
+}

@@ -36,26 +36,39 @@ class RunEventStream : public AnswerStream {
     if (token_) runs_.Unsubscribe(token_);
   }
 
-  void Push(json::object line) { queue_.push_back(std::move(line)); }
+  void Push(const json::object& line, bool keep = false) { queue_.Push(line, keep); }
 
   // Events as they are committed; the run's final record once it has ended.
   void Subscribe() {
     token_ = runs_.Subscribe(run_id_, [this](const json::object& line) {
-      queue_.push_back(line);
+      queue_.Push(line);
       WireEvent event = DecodeEvent(line);
       if (event.kind == "run.state") {
         auto s = ParseRunState(event.state);
         if (s && IsTerminal(*s)) {
           Result<std::optional<RunRecord>> final_run = store_.LoadRun(run_id_, true);
           if (final_run.ok() && final_run.value())
-            queue_.push_back(EncodeEndLine(ToWire(*final_run.value())));
+            queue_.Push(EncodeEndLine(ToWire(*final_run.value())));
         }
       }
       wake_();
     });
   }
 
-  std::deque<json::object> Take() override { return std::exchange(queue_, {}); }
+  std::deque<StreamLine> Take() override {
+    std::deque<StreamLine> lines = queue_.Take();
+    // Events were dropped: the run as it is now brings the client back to the present.
+    if (queue_.missed_events() && !lines.back().last) {
+      Result<std::optional<RunRecord>> now = store_.LoadRun(run_id_, true);
+      if (now.ok() && now.value()) {
+        WireRun snapshot = ToWire(*now.value());
+        runs_.AddProgress(snapshot);
+        runs_.AddStorageFault(snapshot);
+        lines.push_back({json::serialize(EncodeSnapshotLine(snapshot)), false});
+      }
+    }
+    return lines;
+  }
   bool Ready() const override { return !queue_.empty(); }
 
  private:
@@ -63,22 +76,25 @@ class RunEventStream : public AnswerStream {
   RunStore& store_;
   const std::string run_id_;
   std::function<void()> wake_;
-  std::deque<json::object> queue_;
+  StreamQueue queue_;
   std::uint64_t token_ = 0;
 };
 
 // `logs -f`: the log's bytes as they are written, cut only between characters, until the step
-// has ended and the processes of its actions have exited.
+// has ended and the processes of its actions have exited. While its client's budget is full,
+// the log is not read on (nothing of it is dropped): the file keeps what the client has not
+// read yet, and it is read on once the client has taken what waited.
 class LogStream : public AnswerStream {
  public:
   // Shared with callbacks that may outlive the stream (a posted exit notice).
   struct State {
-    std::deque<json::object> queue;
+    StreamQueue queue;
     std::string partial;  // the first bytes of a character cut at the end of a piece
     std::string state;
     bool step_done = false;
     bool exited = false;
     std::shared_ptr<void> exit_watch;  // waiting for the step's processes; dropped with us
+    LogFollower* follower = nullptr;   // the stream's; on_data is never called after it goes
   };
 
   LogStream(RequestContext& context, std::string run_id, std::string step_id, StepState state,
@@ -97,7 +113,7 @@ class LogStream : public AnswerStream {
 
   Status Start(boost::asio::any_io_executor ex, bool step_ended) {
     std::string path = runs_.LogPath(run_id_, step_id_);
-    state_->queue.push_back(EncodeLogStart(run_id_, step_id_, path));
+    state_->queue.Push(EncodeLogStart(run_id_, step_id_, path), /*keep=*/true);
     std::error_code size_error;
     std::uintmax_t size = std::filesystem::file_size(path, size_error);
     std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
@@ -108,26 +124,32 @@ class LogStream : public AnswerStream {
           state->partial = text.substr(complete);
           text.resize(complete);
           if (text.empty()) return;
-          state->queue.push_back(EncodeLogData(ValidUtf8(text)));
+          state->queue.Push(EncodeLogData(ValidUtf8(text)));
+          if (state->queue.full()) state->follower->Pause();
           wake();
         });
     if (!follower.ok()) return follower.status();
     follower_ = std::move(follower.value());
+    state_->follower = follower_.get();
     token_ = runs_.Subscribe(run_id_, [this](const json::object& line) { OnEvent(line); });
     if (step_ended) StepEnded();
     return Status::Ok();
   }
 
-  std::deque<json::object> Take() override {
+  std::deque<StreamLine> Take() override {
     State& s = *state_;
-    if (s.step_done && s.exited) {
+    if (s.step_done && s.exited && !follower_->paused()) {
       // The writers are gone: their last bytes may not have been announced yet.
       follower_->CatchUp();
-      if (!s.partial.empty()) s.queue.push_back(EncodeLogData(ValidUtf8(s.partial)));
-      s.queue.push_back(EncodeLogEnd(run_id_, step_id_, s.state));
-      s.step_done = false;  // ends once the queue is sent
+      if (!follower_->paused()) {
+        if (!s.partial.empty()) s.queue.Push(EncodeLogData(ValidUtf8(s.partial)));
+        s.queue.Push(EncodeLogEnd(run_id_, step_id_, s.state));
+        s.step_done = false;  // ends once the queue is sent
+      }
     }
-    return std::exchange(s.queue, {});
+    std::deque<StreamLine> lines = s.queue.Take();
+    follower_->Resume();  // what waited is taken: the log is read on
+    return lines;
   }
 
   bool Ready() const override {
@@ -179,10 +201,11 @@ StreamAnswer FollowRun(RequestContext& context, const json::object& request,
   auto stream = std::make_unique<RunEventStream>(context, run_id, std::move(wake));
   WireRun snapshot = ToWire(run);
   context.runs.AddProgress(snapshot);
-  stream->Push(EncodeSnapshotLine(snapshot));
+  context.runs.AddStorageFault(snapshot);
+  stream->Push(EncodeSnapshotLine(snapshot), /*keep=*/true);
   Result<std::vector<EventRecord>> past = context.store.Events(run_id);
   if (!past.ok()) return ErrorAnswer(past.status().message());
-  for (const EventRecord& e : past.value()) stream->Push(EventToJson(run_id, e));
+  for (const EventRecord& e : past.value()) stream->Push(EventToJson(run_id, e), /*keep=*/true);
   if (IsTerminal(run.state)) {
     stream->Push(EncodeEndLine(ToWire(run)));
   } else {

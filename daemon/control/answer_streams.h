@@ -6,7 +6,10 @@
 // A stream is a queue of lines the connection sends as they come (control_server.cc): Take()
 // hands over what is ready; `wake` (given at the start) is called whenever a line arrives
 // from the run, so that a connection waiting for one looks again. A line of "type": "end" is
-// the stream's last. Dropping the stream stops following. One thread: the io_context's.
+// the stream's last. Each stream holds at most its budget of lines its client has not read
+// (stream_queue.h): past it, lines are dropped and the client is told how many it missed; a
+// `follow` stream then sends the run as it is now. Dropping the stream stops following. One
+// thread: the io_context's.
 #ifndef DEPLOYD_CONTROL_ANSWER_STREAMS_H_
 #define DEPLOYD_CONTROL_ANSWER_STREAMS_H_
 
@@ -18,6 +21,7 @@
 #include <variant>
 
 #include "control/request_handlers.h"
+#include "control/stream_queue.h"
 
 namespace deployd {
 
@@ -25,7 +29,7 @@ class AnswerStream {
  public:
   virtual ~AnswerStream() = default;
   // The lines ready now, in order.
-  virtual std::deque<boost::json::object> Take() = 0;
+  virtual std::deque<StreamLine> Take() = 0;
   // Whether Take() would hand over something now.
   virtual bool Ready() const = 0;
 };

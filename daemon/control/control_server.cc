@@ -106,7 +106,10 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
 
  private:
   asio::awaitable<bool> Send(const json::object& o) {
-    std::string line = json::serialize(o);
+    co_return co_await SendText(json::serialize(o));
+  }
+
+  asio::awaitable<bool> SendText(std::string line) {
     line += '\n';
     auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(line), kTuple);
     co_return !ec;
@@ -157,10 +160,12 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     bool open = true;
     bool ended = false;
     while (open && !ended) {
-      std::deque<json::object> lines = stream.Take();
-      for (const json::object& next : lines) {
-        ended = LineType(next) == "end";
-        open = co_await Send(next);
+      std::deque<StreamLine> lines = stream.Take();
+      while (!lines.empty()) {
+        StreamLine next = std::move(lines.front());
+        lines.pop_front();  // each line's memory goes as soon as it is sent
+        ended = next.last;
+        open = co_await SendText(std::move(next.text));
         if (ended || !open) break;
       }
       if (ended || !open) break;

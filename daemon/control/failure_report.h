@@ -20,6 +20,7 @@ namespace deployd {
 //                   "log_tail": [...]} or null,
 //  "preflight": the failed preflight check's evidence (only when preflight failed),
 //  "timeline": [{"offset_ms", "at_ms", "step", "kind", "state", "detail"}, …]}
+// (`why` adds "storage_fault": "cannot record: …" while deployd cannot record the run.)
 // The failing step is the first failed main step, else the first failed on_failure step.
 boost::json::object FailureReport(const RunRecord& run, const std::vector<EventRecord>& events,
                                   const std::function<std::string(const std::string&)>& log_path);

@@ -193,6 +193,7 @@ json::object HandleSkip(RequestContext& context, const std::string& run, const s
 json::object HandleStatus(RequestContext& context, const RunRecord& run) {
   WireRun wire = ToWire(run);
   context.runs.AddProgress(wire);
+  context.runs.AddStorageFault(wire);
   json::object o = OkAnswer();
   o["run"] = EncodeRun(wire);
   return o;
@@ -202,9 +203,13 @@ json::object HandleWhy(RequestContext& context, const RunRecord& run) {
   Result<std::vector<EventRecord>> events = context.store.Events(run.id);
   if (!events.ok()) return ErrorAnswer(events.status().message());
   json::object o = OkAnswer();
-  o["why"] = FailureReport(run, events.value(), [&](const std::string& step) {
+  json::object why = FailureReport(run, events.value(), [&](const std::string& step) {
     return context.runs.LogPath(run.id, step);
   });
+  WireRun wire = ToWire(run);
+  context.runs.AddStorageFault(wire);
+  if (!wire.storage_fault.empty()) why["storage_fault"] = wire.storage_fault;
+  o["why"] = std::move(why);
   return o;
 }
 

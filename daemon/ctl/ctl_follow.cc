@@ -58,6 +58,11 @@ int FollowPlain(Client& client, const std::string& run_id, bool announce) {
       if (announce) std::cout << "following run " << run_id << "\n";
     } else if (type == "event") {
       std::cout << FormatEventLine(DecodeEvent(line), origin) << "\n";
+    } else if (type == "missed") {
+      // The stream goes on from the present; what was missed is in status and why.
+      std::cout << "(missed " << DescribeMissed(DecodeMissed(line))
+                << ": deployctl did not read fast enough; `deployctl status " << run_id
+                << "` shows the run as it is)\n";
     } else if (type == "progress") {
       std::string step = ProgressLineStep(line);
       WireProgress progress = DecodeProgress(line);

@@ -15,11 +15,18 @@ namespace json = boost::json;
 
 int LogsFollow(Client& client, const std::string& run_id, const std::string& step_id) {
   client.Send({{"op", "logs"}, {"run", run_id}, {"step", step_id}, {"follow", true}});
+  std::string path;
   for (;;) {
     json::object line = client.Receive();
     if (IsRefusal(line)) Client::Refused(line);
     std::string type = LineType(line);
-    if (type == "data") {
+    if (type == "start") path = Str(line, "path");
+    if (type == "missed") {
+      // Where the gap is, as `logs` marks output it leaves out; the stream goes on from now.
+      std::string gap = "\n[… deployctl missed " + DescribeMissed(DecodeMissed(line)) +
+                        " here: it did not read fast enough; the whole log is " + path + " …]\n";
+      std::fwrite(gap.data(), 1, gap.size(), stdout);
+    } else if (type == "data") {
       std::string text = LogDataText(line);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);

@@ -102,6 +102,9 @@ int Why(Client& client, const std::string& run_id, bool json_out) {
     return code;
   }
   std::string reason = Str(why, "reason");
+  // What deployd cannot record now comes first: the rest is what it recorded before.
+  if (std::string fault = Str(why, "storage_fault"); !fault.empty())
+    std::cout << "deployd " << fault << "\n\n";
   if (state != "failed") {
     std::cout << "run " << run_id << " did not fail: it is " << state;
     if (!reason.empty()) std::cout << " (" << reason << ")";

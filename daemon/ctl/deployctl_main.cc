@@ -50,6 +50,7 @@ void PrintRun(const WireRun& run) {
             << ")\n";
   std::cout << "state:   " << run.state;
   if (!run.reason.empty()) std::cout << ": " << run.reason;
+  if (!run.storage_fault.empty()) std::cout << "\nstorage: deployd " << run.storage_fault;
   std::cout << "\ncreated: " << Clock(run.created_at_ms);
   if (run.finished_at_ms)
     std::cout << ", took " << FormatElapsed(run.finished_at_ms - run.created_at_ms);

@@ -190,9 +190,14 @@ void ApplyFollowLine(RunView& view, const json::object& line) {
           if (old.id == step.id && !step.progress && old.progress) step.progress = old.progress;
         }
       }
+      fresh.notice = view.notice;
       view = std::move(fresh);
     }
     if (type == "end") view.ended = true;
+    return;
+  }
+  if (type == "missed") {
+    view.notice = "missed " + DescribeMissed(DecodeMissed(line));
     return;
   }
   if (type == "progress") {
@@ -214,6 +219,7 @@ std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms,
                         (IsTerminalRun(view.state) ? " after " : ", ") +
                         FormatElapsed(std::max<std::int64_t>(0, end - view.created_at_ms));
   if (!view.reason.empty()) heading += " — " + view.reason;
+  if (!view.notice.empty()) heading += " [" + view.notice + ": deployctl fell behind]";
   lines.push_back(heading);
 
   size_t id_width = 4;

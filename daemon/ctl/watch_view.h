@@ -5,7 +5,8 @@
 // A RunView is built from a run as the wire carries it (protocol/run_wire.h: `status`, the
 // `follow` stream's snapshot) and kept up to date with the stream's lines
 // (protocol/follow_stream.h): {"type": "event"} (committed transitions), {"type": "progress"}
-// (a step's progress samples) and {"type": "end"} (the run's final record).
+// (a step's progress samples), {"type": "end"} (the run's final record) and {"type": "missed"}
+// (what this client did not read in time; the snapshot after it brings the view back).
 #ifndef DEPLOYD_CTL_WATCH_VIEW_H_
 #define DEPLOYD_CTL_WATCH_VIEW_H_
 
@@ -40,6 +41,7 @@ struct RunView {
   std::int64_t finished_at_ms = 0;
   std::vector<StepView> steps;
   bool ended = false;  // the stream's "end" line was seen
+  std::string notice;  // "missed 12 events (seq 40–51)": shown in the heading from then on
 };
 
 // From a run as `status`, the snapshot and the end line give it.

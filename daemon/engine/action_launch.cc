@@ -150,10 +150,14 @@ void RunManager::OnAttemptEnd(const std::string& run_id, size_t index, int gen,
   if (!end.left.empty()) info.evidence["left_running"] = Notes(end.left);
   if (!end.stuck.empty()) info.evidence["stuck"] = Notes(end.stuck);
   std::string stuck = end.stuck.empty() ? "" : "; still there after SIGKILL: " + Stuck(end.stuck);
+  // A log the disk could not take does not decide the step — the action and the checks do —
+  // but its record says what is missing, and that fail_on never saw those lines.
+  std::string log_lost = end.log_lost.empty() ? "" : "; the log is incomplete: " + end.log_lost;
+  if (!end.log_lost.empty()) info.evidence["log_incomplete"] = end.log_lost;
 
   if (std::optional<PendingStop> stop = std::exchange(live.pending_stop, std::nullopt)) {
     // What the stop was for, now that every process of the attempt is gone.
-    info.reason = stop->reason + stuck;
+    info.reason = stop->reason + stuck + log_lost;
     for (auto& [key, value] : stop->evidence) info.evidence[key] = value;
     info.final = stop->final;
     live.EndAttemptWatch();
@@ -169,6 +173,7 @@ void RunManager::OnAttemptEnd(const std::string& run_id, size_t index, int gen,
       return;
     }
     if (live.journal) live.journal->Arm();
+    if (!log_lost.empty()) info.reason = "exit status 0" + log_lost;
     if (!when.empty())
       info.detail = "deployd restarted; the action had exited with status 0" + when;
     Dispatch(run_id, index, StepEvent::kActionSucceeded, std::move(info), EventSource::kAction,
@@ -181,7 +186,7 @@ void RunManager::OnAttemptEnd(const std::string& run_id, size_t index, int gen,
       !tail.empty())
     info.reason = tail.back();
   if (end.ok()) info.reason = "the action exited with status 0";
-  info.reason += stuck + when;
+  info.reason += stuck + log_lost + when;
   if (!when.empty()) info.detail = "deployd restarted; " + info.reason;
   Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
 }

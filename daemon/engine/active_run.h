@@ -38,6 +38,7 @@ struct LiveStep {
   bool never_started = false;  // recovering: the attempt's action provably never started
   std::string recovery_note;   // recovering: what was found of the attempt, for the evidence
   bool awaiting = false;       // a retry delay or skip_if checks are pending
+  int fail_on_held_gen = -1;   // the attempt whose fatal line waits for the store (storage_retry)
   std::unique_ptr<JournalFollower> journal;   // a `service` step's, for fail_on
   std::shared_ptr<ProgressWatch> progress;    // watch.progress, from fire until the action ends
   std::shared_ptr<SupervisedAction> attempt;  // the attempt's action, while the step watches it

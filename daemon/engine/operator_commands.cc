@@ -54,6 +54,7 @@ StepEventInfo Because(std::string reason) {
 }  // namespace
 
 void RunManager::Cancel(const std::string& run_id, std::function<void(Status)> done) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return done(s);
   ActiveRun* run = Find(run_id);
   if (!run) {
     Result<std::optional<RunRecord>> loaded = store_.LoadRun(run_id, false);
@@ -76,13 +77,16 @@ void RunManager::Cancel(const std::string& run_id, std::function<void(Status)> d
 }
 
 void RunManager::MaybeFinishCancel(ActiveRun& run) {
+  if (Blocked()) return HoldFor(run, &RunManager::MaybeFinishCancel);
   if (!run.cancelling || IsTerminal(run.record.state)) return;
   for (const LiveStep& live : run.live)
     if (live.pending_stop || live.orphans) return;
-  std::vector<std::function<void(Status)>> waiters = std::move(run.cancel_waiters);
-  run.cancel_waiters.clear();
-  Finish(run, RunState::kCancelled, "cancelled by operator", "");
-  for (auto& done : waiters) done(Status::Ok());
+  // Answered once "cancelled" is recorded, however long the store makes that wait.
+  Finish(run, RunState::kCancelled, "cancelled by operator", "", [](ActiveRun& r) {
+    std::vector<std::function<void(Status)>> waiters = std::move(r.cancel_waiters);
+    r.cancel_waiters.clear();
+    for (auto& done : waiters) done(Status::Ok());
+  });
 }
 
 Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
@@ -94,12 +98,14 @@ Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
     if (reset) Dispatch(run.record.id, i, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
   }
   run.preflight_done = false;  // the host may have changed: check again before acting
-  if (!CommitRunState(run, RunState::kRunning, why, "")) return Status::Error("cannot record");
-  Start(run);
+  if (!CommitRunState(run, RunState::kRunning, why, "", [this](ActiveRun& r) { Start(r); }) &&
+      !Retrying())
+    return Status::Error("cannot record");
   return Status::Ok();
 }
 
 Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
   Result<RunRecord> record =
       LoadFinished(store_, run_id, "only a failed or cancelled run can be retried");
@@ -121,6 +127,7 @@ Status RunManager::Retry(const std::string& run_id, const std::string& step_id) 
 }
 
 Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   if (ActiveRun* run = Find(run_id)) {
     auto index = StepIndex(run->record, step_id);
     if (!index) return NoStep(run_id, step_id);
@@ -149,6 +156,7 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
 
 Status RunManager::Approve(const std::string& run_id, const std::string& step_id,
                            const std::string& by) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   ActiveRun* run = Find(run_id);
   if (!run) return NotActive(store_, run_id, "there is nothing to approve");
   auto index = StepIndex(run->record, step_id);
@@ -165,6 +173,7 @@ Status RunManager::Approve(const std::string& run_id, const std::string& step_id
 }
 
 Status RunManager::Pause(const std::string& run_id) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   ActiveRun* run = Find(run_id);
   if (!run) return NotActive(store_, run_id, "only a running run can be paused");
   const RunRecord& record = run->record;
@@ -184,20 +193,25 @@ Status RunManager::Pause(const std::string& run_id) {
       break;
     }
   }
-  if (!CommitRunState(*run, RunState::kPaused, reason, "")) return Status::Error("cannot record");
+  if (!CommitRunState(*run, RunState::kPaused, reason, "") && !Retrying())
+    return Status::Error("cannot record");
   return Status::Ok();
 }
 
 Status RunManager::Resume(const std::string& run_id) {
+  if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   ActiveRun* run = Find(run_id);
   if (!run) return NotActive(store_, run_id, "only a paused run can be resumed");
   if (run->record.state != RunState::kPaused)
     return Status::Error("run " + run_id + " is not paused (it is " +
                          std::string(ToString(run->record.state)) + ")");
-  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", ""))
+  // A retry of an approval step may have started to wait meanwhile.
+  auto go_on = [this](ActiveRun& r) {
+    SyncWaiting(r);
+    Advance(r);
+  };
+  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", "", go_on) && !Retrying())
     return Status::Error("cannot record");
-  SyncWaiting(*run);  // a retry of an approval step may have started to wait meanwhile
-  Advance(*run);
   return Status::Ok();
 }
 

@@ -102,6 +102,10 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
                               const std::map<std::string, std::string>& vars, bool wait_lock) {
   ApplyResult result;
+  if (Status s = RefuseWhileBlocked(); !s.ok()) {
+    result.status = s;
+    return result;
+  }
   ParseResult parsed = ParsePlan(plan_text, plan_file, vars);
   if (!parsed.plan) {
     for (const auto& d : parsed.errors) result.diagnostics.push_back(d.Format());
@@ -164,7 +168,7 @@ void RunManager::Recover() {
     t.event.kind = "run.state";
     t.event.state = "failed";
     t.event.detail = *t.run_reason;
-    (void)store_.Commit(t);
+    (void)Record(t);
   }
 }
 
@@ -212,10 +216,13 @@ void RunManager::StartLockWaiter(const std::string& lock) {
 }
 
 void RunManager::Start(ActiveRun& run) {
+  if (Blocked()) return HoldFor(run, &RunManager::Start);
   // A run that waits for its lock starts when the runs before it holding it have finished.
   if (run.record.state == RunState::kPending && LockHolder(run.plan.lock, &run)) return;
-  if (run.record.state == RunState::kPending && !CommitRunState(run, RunState::kRunning, "", ""))
+  if (run.record.state == RunState::kPending) {
+    CommitRunState(run, RunState::kRunning, "", "", [this](ActiveRun& r) { Start(r); });
     return;
+  }
   if (!run.preflight_done) {
     RunPreflight(run);
     return;
@@ -235,6 +242,8 @@ void RunManager::RunPreflight(ActiveRun& run) {
 }
 
 void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outcome) {
+  auto later = [&] { Hold([this, run_id, outcome] { OnPreflight(run_id, outcome); }); };
+  if (Blocked()) return later();
   ActiveRun* run = Find(run_id);
   if (!run || run->stopping || run->cancelling) return;
   if (!outcome.passed) {
@@ -247,11 +256,12 @@ void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outc
   t.at_ms = NowMs();
   t.event.kind = "run.preflight";
   t.event.detail = "preflight: " + outcome.summary;
-  if (Status s = store_.Commit(t); !s.ok()) {
-    spdlog::error("{}: {}", run_id, s.message());
+  Result<EventRecord> stored = Record(t);
+  if (!stored.ok()) {
+    if (Retrying()) later();
     return;
   }
-  Notify(run_id, t.event, 0);
+  Notify(run_id, stored.value(), 0);
   run->preflight_done = true;
   Advance(*run);
 }
@@ -260,6 +270,7 @@ void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outc
 // has failed, the on_failure steps run, then the run has failed. A step that is waiting for
 // approval is unfinished: the run waits with it.
 void RunManager::Advance(ActiveRun& run) {
+  if (Blocked()) return HoldFor(run, &RunManager::Advance);
   if (run.cancelling) return MaybeFinishCancel(run);
   if (run.stopping || IsTerminal(run.record.state) || !run.preflight_done) return;
   const auto& steps = run.record.steps;
@@ -302,18 +313,21 @@ void RunManager::StartStep(ActiveRun& run, size_t index) {
 }
 
 void RunManager::Finish(ActiveRun& run, RunState state, const std::string& reason,
-                        const std::string& evidence) {
-  if (!CommitRunState(run, state, reason, evidence)) return;
-  spdlog::info("{}: {}{}", run.record.id, ToString(state), reason.empty() ? "" : ": " + reason);
-  // Completions may still be on the stack; the run leaves memory once they have unwound.
-  asio::post(ex_, [this, id = run.record.id] {
-    ActiveRun* r = Find(id);
-    if (r && IsTerminal(r->record.state)) {
-      std::string lock = r->plan.lock;
-      runs_.erase(id);
-      StartLockWaiter(lock);
-    }
-    ForgetOldRuns();
+                        const std::string& evidence, std::function<void(ActiveRun&)> then) {
+  CommitRunState(run, state, reason, evidence, [this, then](ActiveRun& r) {
+    spdlog::info("{}: {}{}", r.record.id, ToString(r.record.state),
+                 r.record.reason.empty() ? "" : ": " + r.record.reason);
+    // Completions may still be on the stack; the run leaves memory once they have unwound.
+    asio::post(ex_, [this, id = r.record.id] {
+      ActiveRun* ended = Find(id);
+      if (ended && IsTerminal(ended->record.state)) {
+        std::string lock = ended->plan.lock;
+        runs_.erase(id);
+        StartLockWaiter(lock);
+      }
+      ForgetOldRuns();
+    });
+    if (then) then(r);
   });
 }
 
@@ -326,7 +340,7 @@ void RunManager::Reconfigure(const RunManagerOptions& options) {
 }
 
 void RunManager::ForgetOldRuns() {
-  if (!options_.retention) return;
+  if (!options_.retention || Blocked()) return;
   Result<std::vector<std::string>> forgotten =
       store_.ForgetRunsFinishedBefore(NowMs() - options_.retention->count());
   if (!forgotten.ok()) {
@@ -342,7 +356,16 @@ void RunManager::ForgetOldRuns() {
 }
 
 bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
-                                const std::string& evidence) {
+                                const std::string& evidence, std::function<void(ActiveRun&)> then) {
+  auto later = [&] {
+    Hold([this, id = run.record.id, state, reason, evidence, then] {
+      if (ActiveRun* r = Find(id)) CommitRunState(*r, state, reason, evidence, then);
+    });
+  };
+  if (Blocked()) {
+    later();
+    return false;
+  }
   Transition t;
   t.run_id = run.record.id;
   t.at_ms = NowMs();
@@ -353,15 +376,17 @@ bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::strin
   t.event.kind = "run.state";
   t.event.state = std::string(ToString(state));
   t.event.detail = reason;
-  if (Status s = store_.Commit(t); !s.ok()) {
-    spdlog::error("{}: cannot record the run {}: {}", run.record.id, ToString(state), s.message());
+  Result<EventRecord> stored = Record(t);
+  if (!stored.ok()) {
+    if (Retrying()) later();
     return false;
   }
   run.record.state = state;
   run.record.reason = reason;
   run.record.evidence = evidence;
   run.record.finished_at_ms = *t.run_finished_at_ms;
-  Notify(run.record.id, t.event, 0);
+  Notify(run.record.id, stored.value(), 0);
+  if (then) then(run);
   return true;
 }
 
@@ -383,6 +408,13 @@ void RunManager::SyncWaiting(ActiveRun& run, const StepRecord* changed) {
 }
 
 void RunManager::Shutdown() {
+  if (!held_.empty())
+    spdlog::warn(
+        "{} transitions could not be recorded before stopping ({}); the next start "
+        "finds out what became of their steps from what the actions left",
+        held_.size(), fault_.error());
+  held_.clear();
+  if (retry_timer_) retry_timer_->cancel();
   for (auto& [id, run] : runs_) {
     run->stopping = true;
     if (run->preflight_checks) run->preflight_checks->Cancel();

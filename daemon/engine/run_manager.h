@@ -13,18 +13,28 @@
 // attempt (a child killed by a timeout that exits later, say) is recognised and dropped.
 // One thread: everything runs on the io_context given at construction.
 //
+// When the store refuses a write (a full disk, an I/O error), the operation that wrote — it has
+// changed nothing yet — waits, and so does every event and decision that comes after it, in
+// order; they are tried again with a backoff (storage_retry.cc) and go on once the write
+// succeeds. Nothing is acted on before it is recorded, nothing is lost, and a restart meanwhile
+// finds the runs as they were last recorded.
+//
 // The member functions live in one file per concept: run_manager.cc (the run's lifecycle and
 // scheduling, recovery at start), step_dispatch.cc (events → commit → effects),
 // action_launch.cc (foreground actions and `deployd --action` built-ins), step_output.cc
 // (fail_on, the journal, progress), background_attach.cc (background actions under their
 // supervisor, also after a restart), operator_commands.cc (cancel, pause, resume, retry, skip,
-// approve) and run_events.cc (what followers are told).
+// approve), run_events.cc (what followers are told) and storage_retry.cc (writes the store
+// refuses).
 #ifndef DEPLOYD_ENGINE_RUN_MANAGER_H_
 #define DEPLOYD_ENGINE_RUN_MANAGER_H_
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/json/object.hpp>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,6 +50,7 @@
 #include "engine/run_followers.h"
 #include "engine/step_machine.h"
 #include "engine/step_update.h"
+#include "engine/storage_fault.h"
 #include "process/supervised_action.h"
 #include "protocol/run_wire.h"
 #include "store/run_store.h"
@@ -70,6 +81,9 @@ struct RunManagerOptions {
   // Fault injection (DEPLOYD_FAULT=crash-before-start): deployd dies right after committing an
   // attempt's fire, before starting it — the crash a restart must tell from "it ran".
   bool crash_before_start = false;
+  // Called once when the state database's files were deleted or replaced under deployd (or
+  // are damaged), with what was found: nothing more can be recorded, so deployd must stop.
+  std::function<void(const std::string& why)> on_store_lost;
 };
 
 struct ApplyResult {
@@ -106,8 +120,8 @@ class RunManager {
   Status Resume(const std::string& run_id);
 
   // Live view of one run: called with each committed event as a follow stream's event line
-  // (protocol/follow_stream.h; seq is 0: the store numbers events; with "attempt"), and with
-  // each progress line of its steps.
+  // (protocol/follow_stream.h: its seq and time as the store recorded them, with "attempt"),
+  // and with each progress line of its steps.
   using Listener = RunFollowers::Listener;
   std::uint64_t Subscribe(const std::string& run_id, Listener listener);
   void Unsubscribe(std::uint64_t token);
@@ -115,6 +129,9 @@ class RunManager {
   // Sets the progress of each step of `run` that is being watched right now. Progress is
   // observation, not state: it is never stored.
   void AddProgress(WireRun& run) const;
+  // While the store refuses writes, sets the run's storage_fault when deployd carries it out:
+  // "cannot record: … (for 12s, 5 tries; next try in 2s; 3 transitions wait)".
+  void AddStorageFault(WireRun& run) const;
 
   std::string LogPath(const std::string& run_id, const std::string& step_id) const;
   // Where the supervisor of a background step's attempt records its action (supervisor.h).
@@ -148,25 +165,29 @@ class RunManager {
   void OnPreflight(const std::string& run_id, const CheckOutcome& outcome);
   void Advance(ActiveRun& run);
   void StartStep(ActiveRun& run, size_t index);
+  // `then` is called once the run's end is recorded.
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
-              const std::string& evidence);
+              const std::string& evidence, std::function<void(ActiveRun&)> then = {});
   void ForgetOldRuns();
+  // True when recorded now; `then` is called once it is (now, or after a wait for the store).
   bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
-                      const std::string& evidence);
+                      const std::string& evidence, std::function<void(ActiveRun&)> then = {});
   // Keeps the run `waiting` exactly while one of its steps waits for approval (also repairs a
   // restart between the step's commit and the run's). `changed`: the step just transitioned.
   void SyncWaiting(ActiveRun& run, const StepRecord* changed = nullptr);
 
-  // step_dispatch.cc
+  // step_dispatch.cc. `at_ms`: when the event happened (0: now), kept while it waits for the
+  // store.
   void Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
-                EventSource source, int generation);
+                EventSource source, int generation, std::int64_t at_ms = 0);
   void RunEffects(ActiveRun& run, size_t index, StepEvent event, const StepUpdate& update);
   void ScheduleRetry(ActiveRun& run, size_t index, Duration delay);
   void FailSoon(const std::string& run_id, size_t index, int gen, std::string reason);
   void StartChecks(ActiveRun& run, size_t index, bool skip_if);
 
-  // The step's attempt is stopped before `stop` is committed (step_dispatch.cc).
-  void BeginStop(ActiveRun& run, size_t index, PendingStop stop);
+  // The step's attempt is stopped once `stop` is committed (step_dispatch.cc); false when it
+  // could not be.
+  bool BeginStop(ActiveRun& run, size_t index, PendingStop stop);
   // A run being cancelled is cancelled once none of its attempts is being stopped.
   void MaybeFinishCancel(ActiveRun& run);
 
@@ -203,8 +224,27 @@ class RunManager {
   // on_failure step become pending again, and the run is running.
   Status Reopen(ActiveRun& run, size_t from, const std::string& why);
 
-  // run_events.cc
+  // run_events.cc. `event` as the store recorded it (its seq and time).
   void Notify(const std::string& run_id, const EventRecord& event, int attempt);
+
+  // storage_retry.cc
+  // True while an earlier write waits for the store: every event and decision then waits too
+  // (Hold), so that they are recorded in the order they came.
+  bool Blocked() const { return blocked_; }
+  // Queues `op` (an operation that has changed nothing) to run once what waits before it is
+  // recorded.
+  void Hold(std::function<void()> op);
+  // Holds `op` of the run, called again once it is its turn (when the run is still there).
+  void HoldFor(ActiveRun& run, void (RunManager::*op)(ActiveRun&));
+  // Commits `t`. When the store refuses the write, says so (log, STATUS=) and either starts
+  // trying again (Retrying(): the caller Holds its operation) or, when the files are gone,
+  // has deployd stop.
+  Result<EventRecord> Record(const Transition& t);
+  bool Retrying() const { return blocked_ && !store_lost_; }
+  // Why an operator's command is refused while writes wait; Ok when they do not.
+  Status RefuseWhileBlocked() const;
+  void ArmStorageRetry(std::chrono::milliseconds delay);
+  void RetryHeld();
 
   boost::asio::any_io_executor ex_;
   RunStore& store_;
@@ -213,6 +253,14 @@ class RunManager {
   std::uint64_t activations_ = 0;  // ActiveRun::order
   RunFollowers followers_;
   AliveActions alive_actions_;
+  // storage_retry.cc
+  StorageFault fault_;
+  std::deque<std::function<void()>> held_;
+  bool blocked_ = false;
+  bool draining_ = false;
+  size_t insert_at_ = 0;  // while draining: where an operation held now goes
+  bool store_lost_ = false;
+  std::unique_ptr<boost::asio::steady_timer> retry_timer_;
 };
 
 }  // namespace deployd

@@ -39,7 +39,15 @@ std::string AttemptIntent(const std::string& status_file, const std::string& log
 
 // `run_id` is a copy: effects may destroy the handler whose capture it came from.
 void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, StepEventInfo info,
-                          EventSource source, int generation) {
+                          EventSource source, int generation, std::int64_t at_ms) {
+  if (at_ms == 0) at_ms = NowMs();
+  const StepEventInfo asked = info;
+  // The event waits its turn while the store refuses writes, and when its own commit is
+  // refused: it has changed nothing, and is decided again once what came before is recorded.
+  auto later = [&] {
+    Hold([=, this] { Dispatch(run_id, index, event, asked, source, generation, at_ms); });
+  };
+  if (Blocked()) return later();
   ActiveRun* run = Find(run_id);
   if (!run || index >= run->live.size()) return;
   LiveStep& live = run->live[index];
@@ -48,12 +56,13 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
     // The attempt is being stopped: the step waits for its processes to be gone. Only an
     // operator's cancel changes what it will become then.
     if (event == StepEvent::kCancel && live.pending_stop &&
-        live.pending_stop->event != StepEvent::kCancel)
-      BeginStop(*run, index, PendingStop{StepEvent::kCancel, info.reason, {}, false});
+        live.pending_stop->event != StepEvent::kCancel &&
+        !BeginStop(*run, index, PendingStop{StepEvent::kCancel, info.reason, {}, false}) &&
+        Retrying())
+      later();
     return;
   }
   const bool supplies_action = info.action.has_value();
-  const StepEventInfo asked = info;
   StepUpdate update = UpdateStep({.run_id = run_id,
                                   .step = live.def,
                                   .record = record,
@@ -65,7 +74,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
                                   .recovering = live.recovering,
                                   .never_started = live.never_started,
                                   .follows_output = live.journal != nullptr,
-                                  .now_ms = NowMs()});
+                                  .now_ms = at_ms});
   if (update.stale) return;  // a completion from an earlier attempt
   if (!update.valid) {
     spdlog::debug("{} {}: {} ignored in state {}", run_id, record.id, ToString(event),
@@ -74,7 +83,9 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
   }
   if (update.Has(StepEffect::kStopAction) && live.AttemptAlive()) {
     // Nothing that follows is recorded before every process of the attempt is gone.
-    BeginStop(*run, index, PendingStop{event, asked.reason, asked.evidence, asked.final});
+    if (!BeginStop(*run, index, PendingStop{event, asked.reason, asked.evidence, asked.final}) &&
+        Retrying())
+      later();
     return;
   }
   StepRecord& next = *update.commit.step;
@@ -82,17 +93,17 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
     next.action =
         AttemptIntent(StatusPath(run_id, record.id, next.attempts), LogPath(run_id, record.id),
                       run_id + "/" + record.id + "/" + std::to_string(next.attempts));
-  if (Status s = store_.Commit(update.commit); !s.ok()) {
+  Result<EventRecord> stored = Record(update.commit);
+  if (!stored.ok()) {
     // Not recorded, so not acted on: the database stays the truth.
-    spdlog::error("{} {}: cannot record {}: {}", run_id, record.id, ToString(next.state),
-                  s.message());
+    if (Retrying()) later();
     return;
   }
   record = next;
   const std::string& detail = update.commit.event.detail;
   spdlog::info("{} {}: {}{}", run_id, record.id, ToString(record.state),
                detail.empty() ? "" : " (" + detail + ")");
-  Notify(run_id, update.commit.event, record.attempts);
+  Notify(run_id, stored.value(), record.attempts);
   if (!run->stopping && !run->cancelling) SyncWaiting(*run, &record);
   RunEffects(*run, index, event, update);
 }
@@ -157,7 +168,7 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
   }
 }
 
-void RunManager::BeginStop(ActiveRun& run, size_t index, PendingStop stop) {
+bool RunManager::BeginStop(ActiveRun& run, size_t index, PendingStop stop) {
   LiveStep& live = run.live[index];
   StepRecord& record = run.record.steps[index];
   StepRecord next = record;
@@ -178,11 +189,11 @@ void RunManager::BeginStop(ActiveRun& run, size_t index, PendingStop stop) {
   t.event.detail = "stopping: " + stop.reason + "; SIGTERM to the attempt" + who +
                    " and everything it started, SIGKILL after " + FormatDuration(live.def->grace);
   // Committed first, so that a restart goes on with the stop and records what it was for.
-  if (Status s = store_.Commit(t); !s.ok()) {
-    spdlog::error("{} {}: cannot record the stop: {}", run.record.id, record.id, s.message());
-  } else {
+  if (Result<EventRecord> stored = Record(t); stored.ok()) {
     record = next;
-    Notify(run.record.id, t.event, record.attempts);
+    Notify(run.record.id, stored.value(), record.attempts);
+  } else if (Blocked()) {
+    return false;  // tried again (or deployd stops): nothing is stopped before it is recorded
   }
   spdlog::info("{} {}: {}", run.record.id, record.id, t.event.detail);
   live.pending_stop = std::move(stop);
@@ -191,6 +202,7 @@ void RunManager::BeginStop(ActiveRun& run, size_t index, PendingStop stop) {
   live.timer->cancel();
   live.StopProgress();
   live.attempt->Stop();
+  return true;
 }
 
 void RunManager::ScheduleRetry(ActiveRun& run, size_t index, Duration delay) {

@@ -107,6 +107,11 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   if (const auto& watch = run->live[index].progress) watch->OnLine(line);
   const FailPattern* pattern = run->live[index].fail_on.Match(line);
   if (!pattern) return;
+  if (Blocked()) {
+    // While writes wait, the attempt's first fatal line decides; more would only pile up.
+    if (run->live[index].fail_on_held_gen == gen) return;
+    run->live[index].fail_on_held_gen = gen;
+  }
   Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line),
            EventSource::kAction, gen);
 }

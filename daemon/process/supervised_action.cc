@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "process/supervisor.h"
+#include "util/units.h"
 
 namespace deployd {
 
@@ -13,6 +14,20 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
+
+// How the supervisor's record ended the attempt.
+void EndOf(const SupervisorRecord& record, ActionEnd& end) {
+  end.exit = record.exit;
+  end.reason = record.exit.ToString();
+  end.recorded = true;
+  end.left = record.left;
+  end.stuck = record.stuck;
+  if (record.log_lost_lines > 0)
+    end.log_lost = std::to_string(record.log_lost_lines) +
+                   (record.log_lost_lines == 1 ? " line (" : " lines (") +
+                   FormatSize(record.log_lost_bytes) +
+                   ") of output could not be written to the log: " + record.log_error;
+}
 
 // A relative path would change meaning in the action's working directory.
 std::string Absolute(const std::string& path) {
@@ -77,11 +92,7 @@ void SupervisedAction::Conclude(const std::string& how) {
   const SupervisorRecord* record = read.ok() && read.value() ? &*read.value() : nullptr;
   if (record && record->state == SupervisorRecord::State::kExited &&
       (!action_ || action_->pid == record->action.pid)) {
-    end.exit = record->exit;
-    end.reason = record->exit.ToString();
-    end.recorded = true;
-    end.left = record->left;
-    end.stuck = record->stuck;
+    EndOf(*record, end);
   } else if (record && record->state == SupervisorRecord::State::kFailedToStart) {
     end.reason = record->error;
     end.recorded = true;
@@ -148,11 +159,7 @@ SupervisedAction::Found SupervisedAction::Find(asio::any_io_executor ex,
     found.record = record;
     if (record.state == SupervisorRecord::State::kExited) {
       found.kind = Found::Kind::kEnded;
-      found.end.exit = record.exit;
-      found.end.reason = record.exit.ToString();
-      found.end.recorded = true;
-      found.end.left = record.left;
-      found.end.stuck = record.stuck;
+      EndOf(record, found.end);
     } else if (record.state == SupervisorRecord::State::kFailedToStart) {
       found.kind = Found::Kind::kEnded;
       found.end.reason = record.error;

@@ -39,6 +39,9 @@ struct ActionEnd {
   bool recorded = false;           // the supervisor recorded it (else it died without saying)
   std::vector<ProcessNote> left;   // what the action left running, stopped by the supervisor
   std::vector<ProcessNote> stuck;  // what even SIGKILL did not end (state D): still there
+  // Output the step's log could not take (a full disk): "" when none was lost, else "12 lines
+  // (8.0MiB) of output could not be written to the log: No space left on device".
+  std::string log_lost;
   bool ok() const { return exit && exit->ok(); }
 };
 

@@ -42,7 +42,9 @@ int Usage() {
 }
 
 // The action's output on its way to the step's log: whole lines, redacted, the log rotated
-// once past its cap (the newest output is what explains a failure).
+// once past its cap (the newest output is what explains a failure). What the log cannot take
+// (a full disk) is counted for the record, and the log says so where the gap is once it takes
+// lines again.
 class OutputRelay {
  public:
   OutputRelay(std::string path, std::uint64_t cap, Redactor redactor, size_t longest_secret)
@@ -85,6 +87,13 @@ class OutputRelay {
   // A line of the supervisor's own, for the operator reading the step's log.
   void Say(const std::string& message) { Write("deployd supervisor: " + message); }
 
+  // What the log could not take, for the record.
+  void Report(SupervisorRecord& record) const {
+    record.log_lost_lines = lost_lines_;
+    record.log_lost_bytes = lost_bytes_;
+    record.log_error = lost_lines_ ? ::strerror(lost_errno_) : "";
+  }
+
  private:
   void Emit(std::string_view raw) {
     Write(redactor_.empty() ? std::string(raw) : redactor_.Redact(raw));
@@ -92,20 +101,47 @@ class OutputRelay {
 
   void Write(std::string line) {
     line += '\n';
-    if (fd_ < 0) return;
+    if (fd_ < 0) return Lost(line.size(), EBADF);
     if (cap_ && bytes_ + line.size() > cap_) {
       ::close(fd_);
       ::rename(path_.c_str(), (path_ + ".1").c_str());
-      if (!Open()) return;
+      if (!Open()) return Lost(line.size(), errno);
     }
+    if (gap_lines_ > 0) {
+      // The first line the log takes again says what is missing before it.
+      std::string gap =
+          std::string(cut_ ? "\n" : "") + "deployd supervisor: " + std::to_string(gap_lines_) +
+          " lines (" + std::to_string(gap_bytes_) +
+          " bytes) of output could not be written here: " + ::strerror(lost_errno_) + "\n";
+      if (Append(gap) != gap.size()) return Lost(line.size(), errno);
+      gap_lines_ = gap_bytes_ = 0;
+    }
+    size_t done = Append(line);
+    // A full disk: the record still says how the action ended, and how much output is missing.
+    if (done < line.size()) Lost(line.size() - done, errno, done > 0);
+  }
+
+  // Writes what it can of `data`; returns how much.
+  size_t Append(const std::string& data) {
     size_t done = 0;
-    while (done < line.size()) {
-      ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    while (done < data.size()) {
+      ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // a full disk: the record still says how the action ended
+      if (n <= 0) break;
       done += static_cast<size_t>(n);
     }
-    bytes_ += line.size();
+    bytes_ += done;
+    if (done > 0) cut_ = false;
+    return done;
+  }
+
+  void Lost(size_t bytes, int error, bool cut = false) {
+    if (lost_lines_ == 0) lost_errno_ = error ? error : EIO;
+    ++lost_lines_;
+    ++gap_lines_;
+    lost_bytes_ += bytes;
+    gap_bytes_ += bytes;
+    cut_ = cut_ || cut;
   }
 
   std::string path_;
@@ -115,6 +151,10 @@ class OutputRelay {
   int fd_ = -1;
   std::uint64_t bytes_ = 0;
   std::string partial_;
+  std::uint64_t lost_lines_ = 0, lost_bytes_ = 0;  // in all, for the record
+  std::uint64_t gap_lines_ = 0, gap_bytes_ = 0;    // since the log last took a line
+  int lost_errno_ = 0;
+  bool cut_ = false;  // the log ends inside a line that was cut short
 };
 
 std::vector<ProcessNote> Notes(const std::vector<ProcStat>& processes) {
@@ -379,6 +419,7 @@ int SuperviseMain(int argc, char** argv) {
 
   Supervision supervision(options, relay, spawned->pid, output[0]);
   supervision.Run(signals, record);
+  relay.Report(record);
   record.state = SupervisorRecord::State::kExited;
   record.ended_at_ms = NowMs();
   if (Status s = WriteSupervisorRecord(options.status_file, record); !s.ok()) {

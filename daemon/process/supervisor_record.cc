@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -86,6 +87,11 @@ std::string SupervisorRecord::ToJson() const {
     if (!left.empty()) o["left"] = NotesToJson(left, false);
     if (!stuck.empty()) o["stuck"] = NotesToJson(stuck, true);
   }
+  if (log_lost_lines > 0) {
+    o["log_lost_lines"] = log_lost_lines;
+    o["log_lost_bytes"] = log_lost_bytes;
+    o["log_error"] = log_error;
+  }
   if (state == State::kFailedToStart) o["error"] = error;
   return json::serialize(o);
 }
@@ -134,6 +140,10 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
     r.left = NotesFromJson(o, "left");
     r.stuck = NotesFromJson(o, "stuck");
   }
+  r.log_lost_lines = static_cast<std::uint64_t>(IntField(o, "log_lost_lines").value_or(0));
+  r.log_lost_bytes = static_cast<std::uint64_t>(IntField(o, "log_lost_bytes").value_or(0));
+  if (const json::value* v = o.if_contains("log_error"); v && v->is_string())
+    r.log_error = std::string(v->as_string());
   if (r.state == State::kFailedToStart) {
     const json::value* error = o.if_contains("error");
     if (!error || !error->is_string()) return Status::Error("a start failure without its error");
@@ -142,8 +152,35 @@ Result<SupervisorRecord> SupervisorRecord::FromJson(std::string_view text) {
   return r;
 }
 
+namespace {
+
+// Writes `text` over the file at `path` from its start, padded with spaces to the file's size,
+// when that is enough room: the file's blocks are already there, so a full disk takes it.
+bool OverwriteInPlace(const std::string& path, std::string text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool fits = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= text.size();
+  if (fits) text.resize(static_cast<size_t>(st.st_size), ' ');
+  size_t done = 0;
+  while (fits && done < text.size()) {
+    ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return fits && done == text.size();
+}
+
+}  // namespace
+
 Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record) {
-  return WriteFileAtomically(path, record.ToJson(), 0640, Durability::kProcessCrash);
+  std::string text = record.ToJson() + "\n";
+  if (text.size() < kStatusFileReserve) text.resize(kStatusFileReserve, ' ');
+  Status s = WriteFileAtomically(path, text, 0640, Durability::kProcessCrash);
+  if (!s.ok() && OverwriteInPlace(path, record.ToJson() + "\n")) return Status::Ok();
+  return s;
 }
 
 Result<std::optional<SupervisorRecord>> ReadSupervisorRecord(const std::string& path) {

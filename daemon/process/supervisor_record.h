@@ -19,7 +19,12 @@
 //    "stopped": true,                               // a stop was asked for (SIGTERM)
 //    "left": [{"pid": 7, "name": "sleep"}],         // what the action left running, stopped
 //    "stuck": [{"pid": 8, "name": "x", "state": "D"}],  // what would not die even by SIGKILL
+//    "log_lost_lines": 12, "log_lost_bytes": 8388608,  // output the log could not take
+//    "log_error": "No space left on device",
 //    "error": "cannot start '/x': Permission denied"}  // when failed_to_start
+//
+// The file is padded with spaces to kStatusFileReserve bytes, so that on a full disk — where
+// no new file can be written to replace it — the last record still fits in place.
 #ifndef DEPLOYD_PROCESS_SUPERVISOR_RECORD_H_
 #define DEPLOYD_PROCESS_SUPERVISOR_RECORD_H_
 
@@ -55,14 +60,24 @@ struct SupervisorRecord {
   std::vector<ProcessNote> left;   // kExited: left running by the action, stopped
   std::vector<ProcessNote> stuck;  // kExited: still there after SIGKILL
   std::string error;               // kFailedToStart
+  // Output of the action that could not be written to the step's log (a full disk, …): how
+  // many lines (a line cut short counts) and bytes, and the first error.
+  std::uint64_t log_lost_lines = 0;
+  std::uint64_t log_lost_bytes = 0;
+  std::string log_error;
 
   std::string ToJson() const;  // one line, no newline
   static Result<SupervisorRecord> FromJson(std::string_view text);
 };
 
+inline constexpr size_t kStatusFileReserve = 4096;
+
 // Replaces the status file at `path` with `record` atomically (util/atomic_file.h), mode 0640:
 // the supervisor's records are the daemon's, not for every user of the host to read. Not
-// fsync'd (see above): it is written twice for every attempt of every step.
+// fsync'd (see above): it is written twice for every attempt of every step. When no new file
+// can be written (a full disk), the record is written over the old one in place, if it fits
+// in the space the old one reserved: a reader could then see it half-written, but without it
+// nobody would learn how the action ended.
 Status WriteSupervisorRecord(const std::string& path, const SupervisorRecord& record);
 
 // The status file's record; nullopt when there is no file (the supervisor has not written it).

@@ -1,8 +1,10 @@
 #include "protocol/follow_stream.h"
 
 #include <boost/json.hpp>
+#include <vector>
 
 #include "protocol/wire_fields.h"
+#include "util/units.h"
 
 namespace deployd {
 
@@ -66,5 +68,37 @@ json::object EncodeLogEnd(const std::string& run, const std::string& step,
 }
 
 std::string LogDataText(const json::object& line) { return WireFields{line}.Str("text"); }
+
+json::object EncodeMissed(const WireMissed& m) {
+  return {{"type", "missed"},       {"events", m.events},     {"first_seq", m.first_seq},
+          {"last_seq", m.last_seq}, {"progress", m.progress}, {"bytes", m.bytes},
+          {"other", m.other}};
+}
+
+WireMissed DecodeMissed(const json::object& line) {
+  WireFields f{line};
+  return {f.Int("events"),   f.Int("first_seq"), f.Int("last_seq"),
+          f.Int("progress"), f.Int("bytes"),     f.Int("other")};
+}
+
+std::string DescribeMissed(const WireMissed& m) {
+  std::vector<std::string> parts;
+  auto count = [](std::int64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  if (m.events > 0) {
+    std::string seqs = m.first_seq == m.last_seq ? "seq " + std::to_string(m.first_seq)
+                                                 : "seq " + std::to_string(m.first_seq) + "–" +
+                                                       std::to_string(m.last_seq);
+    parts.push_back(count(m.events, "event", "events") + " (" + seqs + ")");
+  }
+  if (m.progress > 0) parts.push_back(count(m.progress, "progress update", "progress updates"));
+  if (m.bytes > 0) parts.push_back(FormatSize(static_cast<std::uint64_t>(m.bytes)) + " of output");
+  if (m.other > 0) parts.push_back(count(m.other, "other line", "other lines"));
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return text.empty() ? "nothing" : text;
+}
 
 }  // namespace deployd

@@ -98,6 +98,7 @@ json::object EncodeRun(const WireRun& run) {
   for (const auto& [k, v] : run.vars) vars[k] = v;
   o["vars"] = std::move(vars);
   if (run.evidence) o["evidence"] = *run.evidence;
+  if (!run.storage_fault.empty()) o["storage_fault"] = run.storage_fault;
   if (!run.steps.empty()) {
     json::array steps;
     for (const WireStep& s : run.steps) steps.push_back(EncodeStep(s));
@@ -121,6 +122,7 @@ WireRun DecodeRun(const json::object& o) {
       if (v.is_string()) run.vars[std::string(k)] = std::string(v.as_string());
   }
   run.evidence = f.Value("evidence");
+  run.storage_fault = f.Str("storage_fault");
   if (const json::value* steps = o.if_contains("steps"); steps && steps->is_array()) {
     for (const json::value& s : steps->as_array())
       if (s.is_object()) run.steps.push_back(DecodeStep(s.as_object()));

@@ -4,7 +4,7 @@
 // reads. Encoding is exact: `status --json` prints these objects as they came.
 //
 //   run:      {"id", "plan", "plan_file", "state", "created_at_ms", "finished_at_ms", "reason",
-//              "vars": {…}, "evidence"?, "steps"?: [step…]}
+//              "vars": {…}, "evidence"?, "storage_fault"?, "steps"?: [step…]}
 //   step:     {"id", "phase", "state", "attempts", "started_at_ms", "finished_at_ms",
 //              "exit_status" (null when none), "pid"?, "action"?, "reason", "evidence"?,
 //              "progress"?}
@@ -63,6 +63,9 @@ struct WireRun {
   std::string reason;
   std::map<std::string, std::string> vars;
   std::optional<boost::json::value> evidence;
+  // While deployd cannot record what this unfinished run does (a full disk, …): one line, ""
+  // otherwise. Not stored: the store is what refuses it.
+  std::string storage_fault;
   std::vector<WireStep> steps;  // empty: sent without "steps" (a run listed without them)
 };
 

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <utility>
 
@@ -103,7 +104,9 @@ void BindStep(Use& q, const std::string& run_id, const StepRecord& step) {
 }  // namespace
 
 RunStore::RunStore(std::string path, sqlite3* db, std::unique_ptr<Statements> statements)
-    : path_(std::move(path)), db_(db), stmts_(std::move(statements)) {}
+    : path_(std::move(path)), db_(db), stmts_(std::move(statements)) {
+  RememberFiles();
+}
 
 RunStore::~RunStore() {
   stmts_.reset();
@@ -116,7 +119,8 @@ Result<std::string> RunStore::CreateRun(RunRecord run) {
 }
 
 Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
-  auto fail = [&] { return SqlError(path_, db_, "cannot create a run of " + run.plan_name); };
+  auto fail = [&] { return WriteError("cannot create a run of " + run.plan_name); };
+  last_failure_ = Failure::kRefused;
   if (run.plan_name.empty()) return Status::Error(path_ + ": cannot create a run: no plan name");
   std::string vars = SerializeVars(run.vars);
   // The JSON parser refuses what the serializer lets through; refuse it now, not at every load.
@@ -125,13 +129,14 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
                          ": a variable is not valid UTF-8");
   }
 
+  if (Status s = BeforeWrite(); !s.ok()) return s;
   WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(), stmts_->rollback.get());
   if (!txn.begun()) return fail();
   std::int64_t seq;
   {
     Use q(stmts_->next_run_seq.get());
     if (q.Step() != SQLITE_ROW) return fail();
-    seq = q.Int(0);
+    seq = std::max(q.Int(0), first_run_number_ + 1);
   }
   run.id = run.plan_name + "-" + std::to_string(seq);
   {
@@ -152,9 +157,8 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
   for (const StepRecord& step : run.steps) {
     Use q(stmts_->insert_step.get());
     BindStep(q, run.id, step);
-    if (q.Step() != SQLITE_DONE) {
-      return SqlError(path_, db_, "cannot create a run of " + run.plan_name + ": step " + step.id);
-    }
+    if (q.Step() != SQLITE_DONE)
+      return WriteError("cannot create a run of " + run.plan_name + ": step " + step.id);
   }
   {
     Use q(stmts_->insert_event.get());
@@ -164,35 +168,42 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
         .Bind(4, std::string_view("run.created"))
         .Bind(5, ToString(run.state))
         .Bind(6, "plan " + run.plan_name + " from " + run.plan_file);
-    if (q.Step() != SQLITE_DONE) return fail();
+    if (q.Step() != SQLITE_ROW || q.Step() != SQLITE_DONE) return fail();
   }
   if (!txn.Commit()) return fail();
   return run.id;
 }
 
-Status RunStore::Commit(const Transition& t) {
+Result<EventRecord> RunStore::Commit(const Transition& t) {
   return ExceptionsAsStatus(path_, "cannot commit a transition", [&] { return DoCommit(t); });
 }
 
-Status RunStore::DoCommit(const Transition& t) {
+Result<EventRecord> RunStore::DoCommit(const Transition& t) {
+  last_failure_ = Failure::kRefused;
   // Built only on failure: Commit is on the daemon's critical path.
   auto what = [&] { return "cannot commit " + t.event.kind + " to run " + t.run_id; };
   if (t.event.kind.empty()) {
     return Status::Error(path_ + ": cannot commit to run " + t.run_id + ": the event has no kind");
   }
+  if (Status s = BeforeWrite(); !s.ok()) return s;
 
+  EventRecord stored = t.event;
+  if (t.at_ms != 0) stored.at_ms = t.at_ms;
   WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(), stmts_->rollback.get());
-  if (!txn.begun()) return SqlError(path_, db_, what());
+  if (!txn.begun()) return WriteError(what());
   {
     Use q(stmts_->insert_event.get());
     q.Bind(1, t.run_id)
-        .Bind(2, t.at_ms != 0 ? t.at_ms : t.event.at_ms)
+        .Bind(2, stored.at_ms)
         .Bind(3, t.event.step_id)
         .Bind(4, t.event.kind)
         .Bind(5, t.event.state)
         .Bind(6, t.event.detail);
-    if (q.Step() != SQLITE_DONE) return SqlError(path_, db_, what());
-    if (sqlite3_changes(db_) != 1) return Status::Error(path_ + ": " + what() + ": no such run");
+    int rc = q.Step();
+    if (rc == SQLITE_DONE) return Status::Error(path_ + ": " + what() + ": no such run");
+    if (rc != SQLITE_ROW) return WriteError(what());
+    stored.seq = q.Int(0);
+    if (q.Step() != SQLITE_DONE) return WriteError(what());
   }
   if (t.run_state || t.run_reason || t.run_evidence || t.run_finished_at_ms) {
     Use q(stmts_->update_run.get());
@@ -202,20 +213,20 @@ Status RunStore::DoCommit(const Transition& t) {
         .Bind(3, t.run_reason)
         .Bind(4, t.run_evidence)
         .Bind(5, t.run_finished_at_ms);
-    if (q.Step() != SQLITE_DONE) return SqlError(path_, db_, what());
+    if (q.Step() != SQLITE_DONE) return WriteError(what());
   }
   if (t.step) {
     const StepRecord& step = *t.step;
     Use q(stmts_->update_step.get());
     BindStep(q, t.run_id, step);
-    if (q.Step() != SQLITE_DONE) return SqlError(path_, db_, what());
+    if (q.Step() != SQLITE_DONE) return WriteError(what());
     if (sqlite3_changes(db_) != 1) {
       return Status::Error(path_ + ": " + what() + ": it has no step " + step.id + " at index " +
                            std::to_string(step.index));
     }
   }
-  if (!txn.Commit()) return SqlError(path_, db_, what());
-  return Status::Ok();
+  if (!txn.Commit()) return WriteError(what());
+  return stored;
 }
 
 namespace {
@@ -291,7 +302,9 @@ Result<std::vector<RunRecord>> RunStore::UnfinishedRuns() {
 Result<std::vector<std::string>> RunStore::ForgetRunsFinishedBefore(std::int64_t cutoff_ms) {
   return ExceptionsAsStatus(
       path_, "cannot forget old runs", [&]() -> Result<std::vector<std::string>> {
-        auto fail = [&] { return SqlError(path_, db_, "cannot forget old runs"); };
+        last_failure_ = Failure::kRefused;
+        auto fail = [&] { return WriteError("cannot forget old runs"); };
+        if (Status s = BeforeWrite(); !s.ok()) return s;
         WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(),
                              stmts_->rollback.get());
         if (!txn.begun()) return fail();

@@ -12,6 +12,8 @@
 #ifndef DEPLOYD_STORE_RUN_STORE_H_
 #define DEPLOYD_STORE_RUN_STORE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,11 +98,33 @@ class RunStore {
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
 
-  // Inserts the run and its steps and the "run.created" event. Assigns and returns run.id.
+  // Inserts the run and its steps and the "run.created" event. Assigns and returns run.id:
+  // its number is the next of the database's, and never below SetFirstRunNumber's.
   Result<std::string> CreateRun(RunRecord run);
-  // Applies `t` and appends its event with the run's next seq, all or nothing. Fails, changing
-  // nothing, when the run or the step does not exist.
-  Status Commit(const Transition& t);
+  // Applies `t` and appends its event with the run's next seq, all or nothing; returns the event
+  // as stored (its seq and at_ms). Fails, changing nothing, when the run or the step does not
+  // exist, or when the storage does not take the write (last_failure() says which).
+  Result<EventRecord> Commit(const Transition& t);
+
+  // Why the last write (CreateRun, Commit, ForgetRunsFinishedBefore) that failed did:
+  //   kStorage:   the disk is full, an I/O error, a read-only file system: the same write may
+  //               well succeed later, and nothing was changed;
+  //   kFilesLost: the database file or its write-ahead log was deleted or replaced under this
+  //               connection, or is damaged: nothing more may be written (FilesLost());
+  //   kRefused:   the write itself was wrong (no such run, …).
+  enum class Failure { kStorage, kFilesLost, kRefused };
+  Failure last_failure() const { return last_failure_; }
+
+  // Checks that the path still names the file this connection writes to, and so does the
+  // write-ahead log's (two stat calls; every write checks first). When one was deleted or
+  // replaced, what the connection can still read is saved first — the log checkpointed into
+  // the database, or a deleted database copied to a file beside it — and the error says what
+  // was found and where the runs are now; it stays the answer to every write from then on.
+  Status CheckFiles();
+
+  // Run numbers start above `n`: the runs of an earlier database whose logs are still in the
+  // state directory (store/state_dir.h), so that no id and no log directory is used twice.
+  void SetFirstRunNumber(std::int64_t n) { first_run_number_ = n; }
 
   Result<std::optional<RunRecord>> LoadRun(const std::string& id, bool with_steps = true);
   // Newest first. `limit` 0 = all.
@@ -122,16 +146,37 @@ class RunStore {
  private:
   struct Statements;  // the prepared statements, cached for the connection's life
 
+  // A file as stat(2) names it: the same pair means the same file while it is held open.
+  struct FileId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool operator==(const FileId&) const = default;
+  };
+
   RunStore(std::string path, sqlite3* db, std::unique_ptr<Statements> statements);
   static Result<std::unique_ptr<RunStore>> OpenFile(const std::string& path);
   Result<std::string> DoCreateRun(RunRecord& run);
-  Status DoCommit(const Transition& t);
+  Result<EventRecord> DoCommit(const Transition& t);
+  // The error of a failed write, "<path>: <what>: <sqlite's message>", with last_failure()
+  // set from SQLite's error code.
+  Status WriteError(std::string_view what);
+  // Refuses a write (kFilesLost) once CheckFiles() has found the files gone.
+  Status BeforeWrite();
+  // store_files.cc: which files the connection has open (at open); what CheckFiles() saves
+  // when they are gone.
+  static std::optional<FileId> IdOf(const std::string& path);
+  void RememberFiles();
+  std::string SaveWhatIsLeft(bool database_gone);
   Result<std::vector<RunRecord>> DoListRuns(sqlite3_stmt* query, std::int64_t limit,
                                             bool with_steps);
 
   std::string path_;
   sqlite3* db_;
   std::unique_ptr<Statements> stmts_;
+  Failure last_failure_ = Failure::kRefused;
+  std::int64_t first_run_number_ = 0;
+  std::optional<FileId> db_file_, wal_file_;  // as opened; the log's once it exists
+  std::optional<std::string> lost_;           // CheckFiles()'s finding, once the files are gone
 };
 
 }  // namespace deployd

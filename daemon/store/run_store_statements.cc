@@ -29,12 +29,12 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
        "INSERT INTO steps (run_id, idx, id, phase, state, attempts, started_at_ms, "
        "finished_at_ms, exit_status, pid, reason, evidence, action, due_at_ms) "
        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
-      // One statement both finds the run's next seq and proves the run exists: no row is
-      // inserted for an unknown run.
+      // One statement finds the run's next seq, proves the run exists (no row is inserted for
+      // an unknown run) and returns the seq it gave the event.
       {&s->insert_event,
        "INSERT INTO events (run_id, seq, at_ms, step_id, kind, state, detail) "
        "SELECT id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?1), "
-       "?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1"},
+       "?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1 RETURNING seq"},
       {&s->update_run,
        "UPDATE runs SET state = COALESCE(?2, state), reason = COALESCE(?3, reason), "
        "evidence = COALESCE(?4, evidence), finished_at_ms = COALESCE(?5, finished_at_ms) "

@@ -32,6 +32,7 @@ struct LogFollower::Impl : std::enable_shared_from_this<Impl> {
   bool opened_once = false;
   std::uint64_t offset = 0;
   bool stopped = false;
+  bool paused = false;
   std::array<char, 64 * 1024> buffer;
 
   void CloseFile() {
@@ -82,14 +83,14 @@ struct LogFollower::Impl : std::enable_shared_from_this<Impl> {
   // Delivers everything there is to read now, across rotations. The caller holds a reference:
   // `on_data` may drop the follower.
   void Pump() {
-    while (!stopped && OpenFile()) {
+    while (!stopped && !paused && OpenFile()) {
       for (;;) {
         ssize_t n = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         offset += static_cast<std::uint64_t>(n);
         on_data(std::string_view(buffer.data(), static_cast<size_t>(n)));
-        if (stopped) return;
+        if (stopped || paused) return;
       }
       struct stat st;
       if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < offset) {
@@ -132,6 +133,18 @@ void LogFollower::CatchUp() {
 }
 
 void LogFollower::Stop() { impl_->Stop(); }
+
+void LogFollower::Pause() { impl_->paused = true; }
+
+void LogFollower::Resume() {
+  if (!impl_->paused) return;
+  impl_->paused = false;
+  asio::post(impl_->events.get_executor(), [impl = impl_] {
+    if (!impl->stopped && !impl->paused) impl->Pump();
+  });
+}
+
+bool LogFollower::paused() const { return impl_->paused; }
 
 std::uint64_t LogFollower::offset() const { return impl_->offset; }
 

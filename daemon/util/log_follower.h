@@ -39,9 +39,16 @@ class LogFollower {
   LogFollower& operator=(const LogFollower&) = delete;
 
   // Delivers, now, whatever the file holds past what was delivered: for the last bytes of a
-  // writer that has just exited, whose inotify event may not have been handled yet.
+  // writer that has just exited, whose inotify event may not have been handled yet. Stops
+  // early when `on_data` pauses the follower.
   void CatchUp();
   void Stop();
+  // Pause() (from `on_data`, say) stops delivering after the piece being delivered, whatever
+  // the file holds: for a reader that cannot take more now. Resume() goes on where it stopped
+  // (posted, not from the call). paused() says which.
+  void Pause();
+  void Resume();
+  bool paused() const;
   // How far the current file has been delivered.
   std::uint64_t offset() const;
 

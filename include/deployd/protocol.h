@@ -20,7 +20,9 @@
 // committed, and {"type": "end", "run": RUN} once the run has reached a terminal state.
 // `logs` with "follow" answers with a stream too: {"ok": true, "type": "start", "run", "step",
 // "path"}, {"type": "data", "text": …} as the step's output grows, and {"type": "end", "run",
-// "step", "state"} once the step has ended and its processes have exited.
+// "step", "state"} once the step has ended and its processes have exited. A client that falls
+// behind a stream by more than its budget gets {"type": "missed", …} where lines were dropped
+// (daemon/control/stream_queue.h); `logs -f` waits for it instead, and drops nothing.
 // A connection may carry several requests, one after the other. The JSON of runs, events and
 // stream lines is encoded and decoded in one place, daemon/protocol/ (run_wire.h,
 // follow_stream.h, answer.h), by deployd and deployctl alike.
