@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "engine/active_run.h"
 #include "engine/run_manager.h"
@@ -86,9 +87,9 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   ActiveRun* run = Find(run_id);
   if (!run) return;
   if (const auto& watch = run->live[index].progress) watch->OnLine(line);
-  const FailPattern* pattern = run->live[index].fail_on.Match(line);
-  if (!pattern) return;
-  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line),
+  std::optional<FailOnHit> hit = run->live[index].fail_on.Match(line);
+  if (!hit) return;
+  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*hit->pattern, hit->line),
            EventSource::kAction, gen);
 }
 

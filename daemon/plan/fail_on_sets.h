@@ -13,7 +13,7 @@
 namespace deployd {
 
 struct NamedPattern {
-  std::string_view pattern;      // ECMAScript regex, as a plan's fail_on would spell it
+  std::string_view pattern;      // RE2 syntax, as a plan's fail_on would spell it
   std::string_view explanation;  // what the line means and what to do
   bool retryable = false;        // a fresh attempt may succeed (else retries are skipped)
 };

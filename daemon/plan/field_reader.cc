@@ -1,10 +1,11 @@
 #include "plan/field_reader.h"
 
 #include <algorithm>
-#include <regex>
 
 #include "plan/name_rules.h"
+#include "util/pattern.h"
 #include "util/units.h"
+#include "util/utf8_text.h"
 
 namespace deployd {
 namespace {
@@ -43,17 +44,6 @@ std::string DidYouMean(std::string_view word, const Range& candidates) {
     }
   }
   return best.empty() ? "" : " (did you mean " + Quoted(best) + "?)";
-}
-
-// libstdc++ says "Mismatched '(' and ')' in regular expression"; keep the useful part and the
-// project's lowercase style.
-std::string RegexProblem(const std::regex_error& e) {
-  std::string text = e.what();
-  for (std::string_view tail : {" in regular expression", "."}) {
-    if (text.ends_with(tail)) text.resize(text.size() - tail.size());
-  }
-  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] + 32);
-  return text.empty() ? "does not compile" : text;
 }
 
 }  // namespace
@@ -291,19 +281,14 @@ std::optional<std::string> FieldReader::Regex(const YAML::Node& node, SourcePos 
   std::optional<std::string> pattern = String(node, pos, what);
   if (!pattern) return std::nullopt;
   std::string_view body = *pattern;
-  auto flags = std::regex::ECMAScript;
-  if (body.starts_with("(?i)")) {
-    body.remove_prefix(4);
-    flags |= std::regex::icase;
-  }
+  if (body.starts_with("(?i)")) body.remove_prefix(4);
   if (body.empty()) {
     Error(pos, Quoted(what) + " must not be an empty pattern");
     return std::nullopt;
   }
-  try {
-    std::regex compiled(body.begin(), body.end(), flags);
-  } catch (const std::regex_error& e) {
-    Error(pos, "invalid regex " + Quoted(*pattern) + ": " + RegexProblem(e));
+  if (std::string problem = PatternProblem(*pattern); !problem.empty()) {
+    // A pattern may be kilobytes long: the message quotes its start, the caret points at it.
+    Error(pos, "invalid regex " + Quoted(QuoteAround(ValidUtf8(*pattern), 0, 80)) + ": " + problem);
     return std::nullopt;
   }
   return pattern;

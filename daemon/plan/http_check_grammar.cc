@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -39,8 +39,9 @@ void AppendJsonString(std::string_view s, std::string& out) {
 }
 
 bool IsJsonNumber(std::string_view s) {
-  static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
-  return std::regex_match(s.begin(), s.end(), kNumber);
+  static const PatternSet kNumber =
+      CompilePattern(R"(^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)").value();
+  return kNumber.Matches(s);
 }
 
 // A YAML body becomes compact JSON. Plain scalars that look like JSON numbers, true, false or

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "plan/fail_on_sets.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -108,6 +110,11 @@ void ReadFailOn(FieldReader& in, const Field* fail_on, Watch& watch) {
   } else {
     in.Error(ValuePos(*fail_on), "'fail_on' must be a string or a list of strings");
   }
+  // Each pattern fits on its own; a step's patterns are matched as one set, which must too.
+  std::vector<std::string> patterns;
+  for (const FailPattern& p : watch.fail_on) patterns.push_back(p.pattern);
+  if (Result<PatternSet> set = PatternSet::Compile(patterns); !set.ok())
+    in.Error(PosOf(fail_on->key), "'fail_on': " + set.status().message());
 }
 
 }  // namespace
