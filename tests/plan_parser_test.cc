@@ -249,8 +249,8 @@ name: t
 steps: [{id: a, run: b}]
 ---
 steps: []
-)") == R"(plan.yaml:5:1: error: the plan must be a single YAML document
-steps: []
+)") == R"(plan.yaml:4:1: error: the plan must be a single YAML document
+---
 ^
 )");
 }
@@ -900,9 +900,9 @@ steps:
     run: make
     verify:
       - http: {url: 'http://h/', method: POST, body: &b [*b]}
-)") == R"(plan.yaml:7:54: error: 'body' is nested too deeply
+)") == R"(plan.yaml:7:58: error: an alias cannot name a node that contains it
       - http: {url: 'http://h/', method: POST, body: &b [*b]}
-                                                     ^
+                                                         ^
 )");
 }
 

@@ -75,7 +75,9 @@ std::size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-std::string QuoteAround(std::string_view text, std::size_t offset, std::size_t max_bytes) {
+std::string QuoteAround(std::string_view text, std::size_t offset, std::size_t max_bytes,
+                        std::size_t* quoted_from) {
+  if (quoted_from) *quoted_from = 0;
   if (text.size() <= max_bytes) return std::string(text);
   constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
   std::size_t begin = std::min(offset > max_bytes / 4 ? offset - max_bytes / 4 : 0, text.size());
@@ -90,6 +92,7 @@ std::string QuoteAround(std::string_view text, std::size_t offset, std::size_t m
   };
   while (inside(begin)) ++begin;
   while (inside(end)) --end;
+  if (quoted_from) *quoted_from = begin;
   std::string out;
   if (begin > 0) out += kEllipsis;
   out += text.substr(begin, end - begin);

@@ -48,18 +48,30 @@ steps:
         self.assertIn(FILL + " ERROR: no CUDA-capable device is detected " + FILL, logs)
 
 
-class RefusedPatternsTest(DaemonTestCase):
-    def raw_apply(self, text, path):
+class VerdictTestCase(DaemonTestCase):
+    def raw_apply(self, text, path, op="apply"):
         """The daemon's own verdict on a plan, sent without deployctl's local check."""
         s = self.d.raw_connect()
         try:
-            request = {"v": 1, "op": "apply", "plan_text": text, "plan_file": path}
+            request = {"v": 1, "op": op, "plan_text": text, "plan_file": path}
             s.sendall(json.dumps(request).encode() + b"\n")
             line, _ = read_line(s)
             return json.loads(line)
         finally:
             s.close()
 
+    def assert_refused_everywhere(self, plan, text, expected):
+        """validate, apply and the daemon itself (apply and plan) refuse it with `expected`."""
+        self.assertEqual(self.d.ctl("validate", plan, check=2).stderr, expected)
+        self.assertEqual(self.d.ctl("apply", plan, check=2).stderr, expected)
+        for op in ("apply", "plan"):
+            answer = self.raw_apply(text, plan, op)
+            self.assertEqual(answer["error"], "invalid plan " + plan)
+            self.assertEqual("".join(d + "\n" for d in answer["diagnostics"]), expected)
+        self.assertEqual(json.loads(self.d.ctl("runs", "--json", check=0).stdout), [])
+
+
+class RefusedPatternsTest(VerdictTestCase):
     def test_patterns_re2_cannot_take_are_refused_by_validate_and_apply(self):
         nested = "(" * 40 + "x" + ")" * 40
         text = """\
@@ -86,15 +98,17 @@ steps:
             "(patterns are RE2 syntax)\n"
             "    kill: {{match: 'vllm(?!-router)'}}\n"
             "                  ^\n").format(p=plan.path, n=nested, q=nested[:77])
-        cp = self.d.ctl("validate", plan.path, check=2)
-        self.assertEqual(cp.stderr, expected)
-        cp = self.d.ctl("apply", plan.path, check=2)
-        self.assertEqual(cp.stderr, expected)
-        answer = self.raw_apply(text, plan.path)
-        self.assertEqual(answer["error"], "invalid plan " + plan.path)
-        self.assertEqual("".join(d + "\n" for d in answer["diagnostics"]), expected)
-        self.assertEqual(json.loads(self.d.ctl("runs", "--json", check=0).stdout), [])
+        self.assert_refused_everywhere(plan.path, text, expected)
 
+
+class HostileDocumentsTest(VerdictTestCase):
+    # yaml-cpp's LoadAll never got past it: validate grew to 3.8 GB and died; one `plan` request
+    # held the daemon's thread for 9 s and left it at 2.5 GB.
+    def test_a_one_byte_plan_of_a_comma_is_refused_at_once(self):
+        plan = self.d.write_file("comma.yaml", ",")
+        expected = "%s:1:1: error: invalid YAML: unexpected ','\n,\n^\n" % plan
+        self.assert_refused_everywhere(plan, ",", expected)
+        self.d.ctl("runs", check=0)  # and the daemon still answers
 
 if __name__ == "__main__":
     unittest.main()
