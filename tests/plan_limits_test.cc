@@ -213,3 +213,15 @@ TEST_CASE("plan limits: suggestions only for short names, against names of a clo
   CHECK(Errors(vars + "steps: [{id: a, run: '${var_17y}'}]\n")
             .find("undefined variable 'var_17y' (did you mean 'var_17'?)") != std::string::npos);
 }
+
+// Compiled when the step first prints, on the daemon's thread: their number is bounded.
+TEST_CASE("plan limits: a step's fail_on has at most 100 patterns, a set's counted") {
+  std::string plan = "version: 1\nname: t\nsteps:\n  - id: a\n    run: b\n    watch:\n";
+  std::string patterns = "      fail_on: [vllm, hf";  // 16 + 3
+  for (int i = 0; i < 81; ++i) patterns += ", p" + std::to_string(i);
+  CHECK(Errors(plan + patterns + "]\n").empty());
+  CHECK(Errors(plan + patterns + ", one_more]\n") ==
+        "plan.yaml:7:7: error: 'fail_on' has 101 patterns: a step has at most 100 (a set counts "
+        "its own)\n" +
+            patterns.substr(0, kMaxQuotedSourceBytes - 3) + "\xE2\x80\xA6\n      ^\n");
+}

@@ -80,7 +80,12 @@ class Daemon {
     if (!request.ok()) return ErrorAnswer(request.status().message());
     RequestContext context = Context();
     std::optional<json::object> answer;
-    Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
+    if (RequestOp(request.value()) == "apply") {
+      asio::co_spawn(io_, HandleApply(context, request.value()),
+                     [&](std::exception_ptr, json::object a) { answer = std::move(a); });
+    } else {
+      Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
+    }
     RunUntil([&] { return answer.has_value(); });
     return *answer;
   }

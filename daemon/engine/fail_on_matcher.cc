@@ -7,23 +7,19 @@
 namespace deployd {
 
 FailOnMatcher::FailOnMatcher(const std::vector<FailPattern>& patterns) {
-  std::vector<std::string> texts;
-  for (const FailPattern& p : patterns) {
-    patterns_.push_back(&p);
-    texts.push_back(p.pattern);
-  }
-  Result<PatternSet> set = PatternSet::Compile(texts);
-  if (set.ok()) {
-    set_ = std::move(set.value());
-  } else {
-    // The parser refuses what does not compile; a plan stored by an older deployd may not.
-    spdlog::error("fail_on: {}", set.status().message());
-    patterns_.clear();
-  }
+  for (const FailPattern& p : patterns) patterns_.push_back(&p);
 }
 
-std::optional<FailOnHit> FailOnMatcher::Match(std::string_view line) const {
-  std::optional<PatternMatch> match = set_.FirstMatch(line);
+std::optional<FailOnHit> FailOnMatcher::Match(std::string_view line) {
+  if (!set_) {
+    std::vector<std::string> texts;
+    for (const FailPattern* p : patterns_) texts.push_back(p->pattern);
+    Result<PatternSet> set = PatternSet::Compile(texts);
+    // The parser has checked them; should they still not compile, no line matches.
+    if (!set.ok()) spdlog::error("fail_on: {}", set.status().message());
+    set_ = set.ok() ? std::move(set.value()) : PatternSet();
+  }
+  std::optional<PatternMatch> match = set_->FirstMatch(line);
   if (!match) return std::nullopt;
   return FailOnHit{patterns_[match->index],
                    ValidUtf8(QuoteAround(line, match->offset, kMaxQuotedLine))};

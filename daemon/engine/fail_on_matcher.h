@@ -1,8 +1,10 @@
-// FailOnMatcher: a step's `watch.fail_on` patterns, compiled once when the run is activated
-// into one PatternSet (util/pattern.h), and matched against each line of the action's output
-// (its own, a background action's log, or a service's journal): a line is scanned once for all
-// the patterns, in time linear in its length. The patterns were validated by the parser.
-// Immutable once built.
+// FailOnMatcher: a step's `watch.fail_on` patterns, compiled into one PatternSet
+// (util/pattern.h) at the first line the step prints — not when the run is activated, so that a
+// plan of many steps costs the daemon's thread only the steps that run (at most
+// kMaxFailOnPatterns each) — and matched against each line of the action's output (its own, a
+// background action's log, or a service's journal): a line is scanned once for all the
+// patterns, in time linear in its length. The patterns were validated by the parser. One
+// thread.
 //
 // Lines reach it cut at 64 KiB (util/line_splitter.h); a match that would span the cut is not
 // seen. A matched line is quoted in the step's reason and evidence cut to kMaxQuotedLine bytes
@@ -39,11 +41,11 @@ class FailOnMatcher {
   explicit FailOnMatcher(const std::vector<FailPattern>& patterns);
 
   bool empty() const { return patterns_.empty(); }
-  std::optional<FailOnHit> Match(std::string_view line) const;
+  std::optional<FailOnHit> Match(std::string_view line);
 
  private:
   std::vector<const FailPattern*> patterns_;
-  PatternSet set_;
+  std::optional<PatternSet> set_;  // compiled at the first line
 };
 
 // What a matched line says about the step: the reason (the set's explanation, if any), the

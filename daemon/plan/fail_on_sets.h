@@ -5,6 +5,7 @@
 #ifndef DEPLOYD_PLAN_FAIL_ON_SETS_H_
 #define DEPLOYD_PLAN_FAIL_ON_SETS_H_
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -20,6 +21,8 @@ struct NamedPattern {
 
 // The set called `name`, or an empty span when there is none.
 std::span<const NamedPattern> FailOnSet(std::string_view name);
+// The size of the set's patterns compiled (util/pattern.h), measured once.
+std::int64_t FailOnSetInstructions(std::string_view name);
 
 // Appends the set's patterns to `watch.fail_on` as `fail_on: NAME` gives them: each written at
 // `pos`, fatal unless a retry may succeed, and naming its set.

@@ -362,7 +362,7 @@ std::optional<std::uint64_t> FieldReader::SizeValue(const Field& e) {
 }
 
 std::optional<std::string> FieldReader::Regex(const YAML::Node& node, SourcePos pos,
-                                              std::string_view what) {
+                                              std::string_view what, std::int64_t* instructions) {
   std::optional<std::string> pattern = String(node, pos, what);
   if (!pattern) return std::nullopt;
   std::string_view body = *pattern;
@@ -371,10 +371,12 @@ std::optional<std::string> FieldReader::Regex(const YAML::Node& node, SourcePos 
     Error(pos, Quoted(what) + " must not be an empty pattern");
     return std::nullopt;
   }
-  if (std::string problem = PatternProblem(*pattern); !problem.empty()) {
-    Error(pos, "invalid regex " + Quoted(*pattern) + ": " + problem);
+  CheckedPattern checked = CheckPattern(*pattern);
+  if (!checked.problem.empty()) {
+    Error(pos, "invalid regex " + Quoted(*pattern) + ": " + checked.problem);
     return std::nullopt;
   }
+  if (instructions) *instructions += checked.instructions;
   return pattern;
 }
 

@@ -105,7 +105,9 @@ class FieldReader {
   std::optional<Duration> DurationValue(const Field& e);
   std::optional<std::uint64_t> SizeValue(const Field& e);
   // The pattern is kept as written, "(?i)" included; compiling it here only proves it compiles.
-  std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what);
+  // The size of its program (util/pattern.h) is added to `instructions` when given.
+  std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what,
+                                   std::int64_t* instructions = nullptr);
 
   // --- composite values ---
 

@@ -30,6 +30,8 @@ inline constexpr std::size_t kMaxNumberChars = 64;
 inline constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours(24 * 365);
 // `steps` and `on_failure` together.
 inline constexpr std::size_t kMaxSteps = 1000;
+// A step's fail_on patterns, a set's counted: they are compiled when the step first prints.
+inline constexpr std::size_t kMaxFailOnPatterns = 100;
 
 // What the diagnostics of one plan may cost: this many are reported, then one line says how
 // many more there were; a quoted source line is cut to kMaxQuotedSourceBytes around the column,

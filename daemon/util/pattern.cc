@@ -10,9 +10,6 @@
 namespace deployd {
 namespace {
 
-// About 16 bytes an instruction between the set's program and each pattern's own.
-constexpr std::int64_t kMaxSetInstructions = kMaxPatternMemory / 16;
-
 RE2::Options PatternOptions() {
   RE2::Options options;
   options.set_log_errors(false);  // every problem is returned to the caller
@@ -81,16 +78,42 @@ std::string CompileProblem(std::string_view pattern, const RE2& re) {
   return re.error();
 }
 
-}  // namespace
-
-std::string PatternProblem(std::string_view pattern) {
+// Why `pattern` is refused before RE2 sees it, or "".
+std::string ShapeProblem(std::string_view pattern) {
   if (pattern.size() > kMaxPatternBytes)
     return "longer than " + std::to_string(kMaxPatternBytes) + " bytes";
   if (FirstInvalidUtf8(pattern) != std::string_view::npos) return "not valid UTF-8";
   if (GroupNesting(pattern) > kMaxPatternNesting)
     return "groups nested deeper than " + std::to_string(kMaxPatternNesting);
-  RE2 re(pattern, PatternOptions());
-  return re.ok() ? "" : CompileProblem(pattern, re);
+  return "";
+}
+
+// `pattern` compiled, or why it cannot be.
+std::unique_ptr<RE2> CompileOne(std::string_view pattern, std::string& problem) {
+  problem = ShapeProblem(pattern);
+  if (!problem.empty()) return nullptr;
+  auto re = std::make_unique<RE2>(pattern, PatternOptions());
+  if (re->ok()) return re;
+  problem = CompileProblem(pattern, *re);
+  return nullptr;
+}
+
+std::string TooLargeTogether() {
+  return "the patterns together are too large once compiled (over " +
+         std::to_string(kMaxPatternMemory >> 20) + "MiB)";
+}
+
+}  // namespace
+
+CheckedPattern CheckPattern(std::string_view pattern) {
+  CheckedPattern checked;
+  if (std::unique_ptr<RE2> re = CompileOne(pattern, checked.problem))
+    checked.instructions = re->ProgramSize();
+  return checked;
+}
+
+std::string SetProblem(std::int64_t instructions) {
+  return instructions > kMaxSetInstructions ? TooLargeTogether() : "";
 }
 
 struct PatternSet::Impl {
@@ -103,19 +126,17 @@ Result<PatternSet> PatternSet::Compile(std::span<const std::string> patterns) {
   PatternSet out;
   if (patterns.empty()) return out;
   auto impl = std::make_shared<Impl>();
-  // RE2::Set does not hold its program to max_mem: the sum of the patterns' programs does.
   std::int64_t instructions = 0;
   for (const std::string& pattern : patterns) {
-    if (std::string problem = PatternProblem(pattern); !problem.empty())
-      return Status::Error("invalid pattern '" + pattern + "': " + problem);
-    std::string error;
-    impl->set.Add(pattern, &error);
-    impl->each.push_back(std::make_unique<RE2>(pattern, PatternOptions()));
-    instructions += impl->each.back()->ProgramSize();
+    std::string problem;
+    std::unique_ptr<RE2> re = CompileOne(pattern, problem);
+    if (!re) return Status::Error("invalid pattern '" + pattern + "': " + problem);
+    instructions += re->ProgramSize();
+    impl->each.push_back(std::move(re));
+    impl->set.Add(pattern, &problem);
   }
-  if (instructions > kMaxSetInstructions || !impl->set.Compile())
-    return Status::Error("the patterns together are too large once compiled (over " +
-                         std::to_string(kMaxPatternMemory >> 20) + "MiB)");
+  if (!SetProblem(instructions).empty() || !impl->set.Compile())
+    return Status::Error(TooLargeTogether());
   out.impl_ = std::move(impl);
   return out;
 }

@@ -33,10 +33,23 @@ inline constexpr std::size_t kMaxPatternBytes = 4096;
 inline constexpr int kMaxPatternNesting = 32;
 inline constexpr std::int64_t kMaxPatternMemory = 8 << 20;
 
-// Why `pattern` cannot be used — "back-references (\1) are not supported (patterns are RE2
-// syntax)", "missing ): (", "groups nested deeper than 32" — or "" when it can. Does not
-// quote the pattern.
-std::string PatternProblem(std::string_view pattern);
+// A pattern checked: why it cannot be used — "back-references (\1) are not supported (patterns
+// are RE2 syntax)", "missing ): (", "groups nested deeper than 32" — or "" when it can, and then
+// the size of its compiled program in RE2 instructions. The problem does not quote the pattern.
+struct CheckedPattern {
+  std::string problem;
+  std::int64_t instructions = 0;
+};
+CheckedPattern CheckPattern(std::string_view pattern);
+inline std::string PatternProblem(std::string_view pattern) {
+  return CheckPattern(pattern).problem;
+}
+
+// RE2::Set does not hold its program to max_mem: the sizes of its patterns' programs, added up,
+// are held to about kMaxPatternMemory (some 16 bytes an instruction between the set and each
+// pattern kept on its own). Why patterns of `instructions` in all cannot be one set, or "".
+inline constexpr std::int64_t kMaxSetInstructions = kMaxPatternMemory / 16;
+std::string SetProblem(std::int64_t instructions);
 
 // Where a pattern matched in a text (byte offsets).
 struct PatternMatch {
