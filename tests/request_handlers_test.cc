@@ -81,8 +81,12 @@ class Daemon {
     RequestContext context = Context();
     std::optional<json::object> answer;
     if (RequestOp(request.value()) == "apply") {
+      // The server sends the answer before the run's first step can start: so does this.
       asio::co_spawn(io_, HandleApply(context, request.value()),
-                     [&](std::exception_ptr, json::object a) { answer = std::move(a); });
+                     [&](std::exception_ptr, json::object a) {
+                       answer = std::move(a);
+                       io_.stop();
+                     });
     } else {
       Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
     }
