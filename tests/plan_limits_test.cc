@@ -225,3 +225,13 @@ TEST_CASE("plan limits: a step's fail_on has at most 100 patterns, a set's count
         "its own)\n" +
             patterns.substr(0, kMaxQuotedSourceBytes - 3) + "\xE2\x80\xA6\n      ^\n");
 }
+
+// A request is JSON: a --var that is not UTF-8 passed validate, then apply failed as "not a
+// JSON object".
+TEST_CASE("plan limits: a --var value must be UTF-8, as the plan must") {
+  std::string plan = "version: 1\nname: t\nvars:\n  who: x\nsteps: [{id: a, run: 'echo ${who}'}]\n";
+  ParseResult result = ParsePlan(plan, "plan.yaml", {{"who", "caf\xe9"}});
+  REQUIRE(result.errors.size() == 1);
+  CHECK(result.errors[0].Format() == "plan.yaml: error: --var 'who': the value is not valid UTF-8");
+  CHECK(ParsePlan(plan, "plan.yaml", {{"who", "café"}}).plan.has_value());
+}

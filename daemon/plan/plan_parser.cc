@@ -25,6 +25,7 @@
 #include "plan/plan_document.h"
 #include "plan/step_grammar.h"
 #include "util/units.h"
+#include "util/utf8_text.h"
 
 namespace deployd {
 namespace {
@@ -70,8 +71,12 @@ void ReadVars(FieldReader& in, const Field* e, const Overrides& overrides, Plan&
     for (const Field& var : in.Entries(e->value)) ReadVar(in, var, overrides, plan);
   }
   for (const auto& [name, value] : overrides) {
-    if (!in.DefinesVariable(name))
+    if (!in.DefinesVariable(name)) {
       in.Error({}, "--var " + Quoted(name) + ": the plan declares no variable " + Quoted(name));
+    } else if (FirstInvalidUtf8(value) != std::string::npos) {
+      // It could not reach deployd: requests are JSON, which is UTF-8.
+      in.Error({}, "--var " + Quoted(name) + ": the value is not valid UTF-8");
+    }
   }
 }
 

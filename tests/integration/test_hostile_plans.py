@@ -3,9 +3,11 @@ survive, plans built to exhaust the parser, and the same verdict from `validate`
 and from the daemon itself when a client skips the local check."""
 
 import json
+import os
+import subprocess
 import unittest
 
-from harness import DaemonTestCase, read_line
+from harness import CTL_TIMEOUT, DEPLOYCTL_BIN, DaemonTestCase, read_line
 
 # A line of about 64 KiB (the longest line deployd matches whole), with the text that matters
 # in the middle of it.
@@ -109,6 +111,72 @@ class HostileDocumentsTest(VerdictTestCase):
         expected = "%s:1:1: error: invalid YAML: unexpected ','\n,\n^\n" % plan
         self.assert_refused_everywhere(plan, ",", expected)
         self.d.ctl("runs", check=0)  # and the daemon still answers
+
+
+GOOD = b"version: 1\nname: fine\nvars:\n  who: x\nsteps:\n  - id: a\n    run: echo ${who}\n"
+
+# Plans that deployd took, or took differently from validate, before; each now has one verdict.
+VERDICT_CASES = [
+    ("not-utf8", b"version: 1\nname: caf\xe9\nsteps: [{id: a, run: b}]\n", ()),
+    ("nul-byte", b"version: 1\nname: a\x00b\nsteps: [{id: a, run: b}]\n", ()),
+    ("nul-escape", b'version: 1\nname: "a\\0b"\nsteps: [{id: a, run: b}]\n', ()),
+    ("comma", b",", ()),
+    ("tag", b"version: 1\nname: !custom t\nsteps: [{id: a, run: b}]\n", ()),
+    ("open-quote", b'version: 1\nname: t\nsteps:\n  - id: a\n    run: "echo hi\n', ()),
+    ("version-string", b'version: "1"\nname: t\nsteps: [{id: a, run: b}]\n', ()),
+    ("cwd-empty", b"version: 1\nname: t\nsteps: [{id: a, run: b, cwd: ''}]\n", ()),
+    ("timeout-overflow", b"version: 1\nname: t\nsteps: [{id: a, run: b, timeout: 110000d}]\n", ()),
+    ("back-reference", b"version: 1\nname: t\nsteps: [{id: a, run: b, watch: {fail_on: '(a)\\1'}}]\n",
+     ()),
+    ("var-not-utf8", GOOD, (b"--var", b"who=caf\xe9")),
+]
+
+
+class SameVerdictTest(VerdictTestCase):
+    """validate, apply and deployd itself give one verdict on every plan: the same exit status
+    and the same diagnostics, byte for byte."""
+
+    def ctl_bytes(self, *args):
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket)
+        cp = subprocess.run([DEPLOYCTL_BIN.encode()] + list(args), env=env, capture_output=True,
+                            timeout=CTL_TIMEOUT, stdin=subprocess.DEVNULL)
+        return cp.returncode, cp.stderr
+
+    def test_invalid_plans_get_the_same_verdict_everywhere(self):
+        for name, text, extra in VERDICT_CASES:
+            with self.subTest(name):
+                path = os.fsencode(self.d.path(name + ".yaml"))
+                with open(path, "wb") as f:
+                    f.write(text)
+                status, validate = self.ctl_bytes(b"validate", path, *extra)
+                self.assertEqual(status, 2, validate)
+                self.assertTrue(validate.startswith(path + b":"), validate)
+                self.assertEqual(self.ctl_bytes(b"apply", path, *extra), (2, validate))
+                self.assertEqual(self.ctl_bytes(b"plan", path, *extra), (2, validate))
+                # deployd's own verdict, for a client that skips the local check: requests are
+                # JSON, so only what is UTF-8 can reach it.
+                try:
+                    plan_text = text.decode()
+                except UnicodeDecodeError:
+                    continue
+                if extra:
+                    continue
+                for op in ("apply", "plan"):
+                    answer = self.raw_apply(plan_text, os.fsdecode(path), op)
+                    self.assertEqual("".join(d + "\n" for d in answer["diagnostics"]).encode(),
+                                     validate)
+        self.assertEqual(json.loads(self.d.ctl("runs", "--json", check=0).stdout), [])
+
+    def test_a_plan_whose_file_name_is_not_utf8_is_applied_as_it_is_validated(self):
+        path = os.fsencode(self.d.path("")) + b"caf\xe9.yaml"
+        with open(path, "wb") as f:
+            f.write(GOOD)
+        status, stderr = self.ctl_bytes(b"validate", path)
+        self.assertEqual((status, stderr), (0, b""))
+        self.assertEqual(self.ctl_bytes(b"apply", path, b"--wait"), (0, b""))
+        runs = json.loads(self.d.ctl("runs", "--json", check=0).stdout)
+        self.assertEqual([(r["plan"], r["state"]) for r in runs], [("fine", "succeeded")])
+
 
 if __name__ == "__main__":
     unittest.main()
