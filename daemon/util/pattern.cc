@@ -119,7 +119,9 @@ std::string SetProblem(std::int64_t instructions) {
 struct PatternSet::Impl {
   Impl() : set(PatternOptions(), RE2::UNANCHORED) {}
   RE2::Set set;
-  std::vector<std::unique_ptr<RE2>> each;  // to say where one matched; and if the set cannot
+  // Each pattern on its own: where the first one matched, and the matching itself should the
+  // set's DFA run out of memory.
+  std::vector<std::unique_ptr<RE2>> each;
 };
 
 Result<PatternSet> PatternSet::Compile(std::span<const std::string> patterns) {
