@@ -5,6 +5,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "plan/fail_on_sets.h"
+
 using namespace deployd;
 namespace json = boost::json;
 
@@ -25,11 +27,56 @@ TEST_CASE("fail_on matcher: the first pattern a line matches, case-insensitive w
   std::vector<FailPattern> patterns = {Pattern("Traceback"), Pattern("(?i)out of memory")};
   FailOnMatcher matcher(patterns);
   CHECK_FALSE(matcher.empty());
-  CHECK(matcher.Match("all is well") == nullptr);
-  CHECK(matcher.Match("Traceback (most recent call last):") == &patterns[0]);
-  CHECK(matcher.Match("traceback") == nullptr);
-  CHECK(matcher.Match("CUDA OUT OF MEMORY") == &patterns[1]);
+  CHECK_FALSE(matcher.Match("all is well"));
+  CHECK(matcher.Match("Traceback (most recent call last):")->pattern == &patterns[0]);
+  CHECK_FALSE(matcher.Match("traceback"));
+  CHECK(matcher.Match("CUDA OUT OF MEMORY")->pattern == &patterns[1]);
+  CHECK(matcher.Match("CUDA OUT OF MEMORY")->line == "CUDA OUT OF MEMORY");
   CHECK(FailOnMatcher().empty());
+  CHECK_FALSE(FailOnMatcher().Match("anything"));
+}
+
+TEST_CASE("fail_on matcher: of several patterns that match a line, the first in plan order") {
+  std::vector<FailPattern> patterns = {Pattern("engine"), Pattern("core"), Pattern("Engine core")};
+  FailOnMatcher matcher(patterns);
+  CHECK(matcher.Match("Engine core initialization failed")->pattern == &patterns[1]);
+  CHECK(matcher.Match("the engine core died")->pattern == &patterns[0]);
+}
+
+// libstdc++'s std::regex recursed once per character: this line crashed deployd.
+TEST_CASE("fail_on matcher: a 64 KiB line with .* patterns and the vllm set, quoted cut") {
+  std::vector<FailPattern> patterns = {Pattern("(?i)error.*cuda")};
+  Watch vllm;
+  AddFailOnSet("vllm", {}, vllm);
+  patterns.insert(patterns.end(), vllm.fail_on.begin(), vllm.fail_on.end());
+  FailOnMatcher matcher(patterns);
+  std::string blob(64 * 1024 - 100, 'x');
+  CHECK_FALSE(matcher.Match("config: {" + blob + "}"));
+  CHECK_FALSE(matcher.Match("Model architectures [" + blob));
+
+  std::optional<FailOnHit> hit = matcher.Match(blob + " ERROR: no CUDA device " + blob);
+  REQUIRE(hit);
+  CHECK(hit->pattern == &patterns[0]);
+  CHECK(hit->line.size() <= kMaxQuotedLine);
+  // From a little before where the pattern matched, with "…" where the line was cut.
+  CHECK(hit->line.starts_with("\xE2\x80\xA6xxx"));
+  CHECK(hit->line.find(" ERROR: no CUDA") != std::string::npos);
+  CHECK(hit->line.ends_with("xxx\xE2\x80\xA6"));
+
+  hit = matcher.Match("Model architectures [" + blob + "] are not supported for now");
+  REQUIRE(hit);
+  CHECK(hit->pattern->set == "vllm");
+  CHECK(hit->line.starts_with("Model architectures [xxx"));
+  CHECK(hit->line.size() <= kMaxQuotedLine);
+}
+
+TEST_CASE("fail_on matcher: a line that is not valid UTF-8 still matches across the bad bytes") {
+  std::vector<FailPattern> patterns = {Pattern("error.*cuda")};
+  FailOnMatcher matcher(patterns);
+  std::optional<FailOnHit> hit = matcher.Match("error \xff\xfe in cuda");
+  REQUIRE(hit);
+  // Quoted as valid UTF-8: the evidence is JSON.
+  CHECK(hit->line == "error \xEF\xBF\xBD\xEF\xBF\xBD in cuda");
 }
 
 TEST_CASE("fail_on matcher: a matched line's reason and evidence") {

@@ -249,8 +249,8 @@ name: t
 steps: [{id: a, run: b}]
 ---
 steps: []
-)") == R"(plan.yaml:5:1: error: the plan must be a single YAML document
-steps: []
+)") == R"(plan.yaml:4:1: error: the plan must be a single YAML document
+---
 ^
 )");
 }
@@ -594,12 +594,60 @@ steps:
     verify:
       - run: make check
         output_matches: '(?i)['
-)") == R"(plan.yaml:7:38: error: invalid regex 'Error (code': mismatched '(' and ')'
+)") == R"(plan.yaml:7:38: error: invalid regex 'Error (code': missing ): Error (code
       fail_on: ['(?i)out of memory', 'Error (code']
                                      ^
-plan.yaml:10:25: error: invalid regex '(?i)[': unexpected character within '[...]'
+plan.yaml:10:25: error: invalid regex '(?i)[': missing ]: [
         output_matches: '(?i)['
                         ^
+)");
+}
+
+// Patterns are RE2: what needs backtracking is refused by validate, at the pattern.
+TEST_CASE("plan errors: back-references, lookaround and patterns over the bounds") {
+  std::string nested = std::string(40, '(') + "x" + std::string(40, ')');
+  std::string plan = R"(version: 1
+name: t
+steps:
+  - id: a
+    kill: {match: '(?<!not )vllm'}
+  - id: b
+    run: make
+    watch:
+      fail_on: ['(\w+) \1', 'error(?=: cuda)', ')" +
+                     nested + R"(', ')" + std::string(5000, 'a') + R"(']
+)";
+  std::string errors = Errors(plan);
+  CHECK(errors.starts_with(
+      R"(plan.yaml:5:19: error: invalid regex '(?<!not )vllm': lookbehind ((?<= or (?<!) is not supported (patterns are RE2 syntax)
+    kill: {match: '(?<!not )vllm'}
+                  ^
+plan.yaml:9:17: error: invalid regex '(\w+) \1': back-references (\1) are not supported (patterns are RE2 syntax)
+)"));
+  CHECK(
+      errors.find("plan.yaml:9:29: error: invalid regex 'error(?=: cuda)': lookahead ((?=) is not "
+                  "supported (patterns are RE2 syntax)\n") != std::string::npos);
+  // Quoted cut to 80 bytes.
+  CHECK(errors.find("plan.yaml:9:48: error: invalid regex '" + std::string(40, '(') + "x" +
+                    std::string(36, ')') + "\xE2\x80\xA6': groups nested deeper than 32\n") !=
+        std::string::npos);
+  CHECK(errors.find("plan.yaml:9:133: error: invalid regex '" + std::string(77, 'a') +
+                    "\xE2\x80\xA6': longer than 4096 bytes\n") != std::string::npos);
+}
+
+TEST_CASE("plan errors: a step's fail_on patterns too large together") {
+  CHECK(
+      Errors(R"(version: 1
+name: t
+steps:
+  - id: a
+    run: make
+    watch:
+      fail_on: ['\pL{100}', '\pL{100}', '\pL{100}', '\pL{100}', '\pL{100}']
+)") ==
+      R"(plan.yaml:7:7: error: 'fail_on': the patterns together are too large once compiled (over 8MiB)
+      fail_on: ['\pL{100}', '\pL{100}', '\pL{100}', '\pL{100}', '\pL{100}']
+      ^
 )");
 }
 
@@ -852,9 +900,9 @@ steps:
     run: make
     verify:
       - http: {url: 'http://h/', method: POST, body: &b [*b]}
-)") == R"(plan.yaml:7:54: error: 'body' is nested too deeply
+)") == R"(plan.yaml:7:58: error: an alias cannot name a node that contains it
       - http: {url: 'http://h/', method: POST, body: &b [*b]}
-                                                     ^
+                                                         ^
 )");
 }
 

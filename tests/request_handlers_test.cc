@@ -80,7 +80,16 @@ class Daemon {
     if (!request.ok()) return ErrorAnswer(request.status().message());
     RequestContext context = Context();
     std::optional<json::object> answer;
-    Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
+    if (RequestOp(request.value()) == "apply") {
+      // The server sends the answer before the run's first step can start: so does this.
+      asio::co_spawn(io_, HandleApply(context, request.value()),
+                     [&](std::exception_ptr, json::object a) {
+                       answer = std::move(a);
+                       io_.stop();
+                     });
+    } else {
+      Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
+    }
     RunUntil([&] { return answer.has_value(); });
     return *answer;
   }

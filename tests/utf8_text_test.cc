@@ -24,3 +24,27 @@ TEST_CASE("CompleteUtf8Prefix holds back a character cut at the end") {
   CHECK(CompleteUtf8Prefix("ab\xC3\x41") == 4);  // broken already
   CHECK(CompleteUtf8Prefix("") == 0);
 }
+
+TEST_CASE("FirstInvalidUtf8 finds the first byte that is not UTF-8") {
+  CHECK(FirstInvalidUtf8("plain é … 😀") == std::string_view::npos);
+  CHECK(FirstInvalidUtf8("") == std::string_view::npos);
+  CHECK(FirstInvalidUtf8("ab\xFFz") == 2);
+  CHECK(FirstInvalidUtf8("é\xC3") == 2);          // cut short
+  CHECK(FirstInvalidUtf8("a\xED\xA0\x80") == 1);  // a surrogate
+}
+
+TEST_CASE("QuoteAround cuts a long text around an offset, on character boundaries") {
+  CHECK(QuoteAround("short", 2, 16) == "short");
+  std::string line = std::string(100, 'a') + "MATCH" + std::string(100, 'b');
+  std::string quote = QuoteAround(line, 100, 40);
+  // From a quarter of the budget before the offset.
+  CHECK(quote == "…" + std::string(10, 'a') + "MATCH" + std::string(19, 'b') + "…");
+  CHECK(quote.size() == 40);
+  CHECK(QuoteAround(line, 0, 40) == std::string(37, 'a') + "…");
+  CHECK(QuoteAround(line, 205, 40) == "…" + std::string(37, 'b'));
+  // "é" is two bytes: a cut never splits one.
+  std::string accents;
+  for (int i = 0; i < 50; ++i) accents += "é";
+  std::string cut = QuoteAround(accents, 51, 20);
+  CHECK(cut == "…" + std::string("ééééééé") + "…");
+}

@@ -20,7 +20,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -29,6 +28,7 @@
 #include "process/exit_status.h"
 #include "process/spawn.h"
 #include "util/line_splitter.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -132,6 +132,9 @@ std::string JoinFirst(const std::vector<std::string>& items, std::size_t n) {
 
 // ---------------------------------------------------------------- the downloader's output
 
+// deployd's own patterns, which compile.
+PatternSet BuiltinPattern(std::string_view pattern) { return CompilePattern(pattern).value(); }
+
 // The lines that tell why a download failed, kept as they pass (the output is not stored).
 class FailureClues {
  public:
@@ -164,19 +167,16 @@ class FailureClues {
  private:
   static constexpr std::size_t kKept = 16;
   // notes §7 (and the lines that explain it), §8, §5.
-  static inline const std::regex kAuth{
-      "GatedRepoError|Cannot access gated repo|RepositoryNotFoundError|Repository Not Found|"
-      "not in the authorized list|401 Client Error|"
-      "403 Client Error",
-      std::regex::ECMAScript | std::regex::icase};
-  static inline const std::regex kNoSpace{
-      "Errno 28|No space left on device|not enough free disk space",
-      std::regex::ECMAScript | std::regex::icase};
-  static inline const std::regex kRange{"416 Client Error|Range Not Satisfiable",
-                                        std::regex::ECMAScript | std::regex::icase};
+  static inline const PatternSet kAuth = BuiltinPattern(
+      "(?i)GatedRepoError|Cannot access gated repo|RepositoryNotFoundError|Repository Not Found|"
+      "not in the authorized list|401 Client Error|403 Client Error");
+  static inline const PatternSet kNoSpace =
+      BuiltinPattern("(?i)Errno 28|No space left on device|not enough free disk space");
+  static inline const PatternSet kRange =
+      BuiltinPattern("(?i)416 Client Error|Range Not Satisfiable");
 
-  static void Keep(const std::string& line, const std::regex& re, std::vector<std::string>& into) {
-    if (into.size() < kKept && std::regex_search(line, re)) into.push_back(line);
+  static void Keep(const std::string& line, const PatternSet& re, std::vector<std::string>& into) {
+    if (into.size() < kKept && re.Matches(line)) into.push_back(line);
   }
 
   // The first kept line containing any of `needles`, tried in order; else the first line.
@@ -466,9 +466,12 @@ std::vector<std::string> DownloadArgv(const std::string& tool, const DownloadAct
 }
 
 PatternSyntax HfPatternSyntax(const std::string& version_output) {
-  static const std::regex kVersion{R"(version:?\s*(\d+)\.)"};
-  std::smatch m;
-  if (std::regex_search(version_output, m, kVersion) && m[1] == "0") return PatternSyntax::kList;
+  static const PatternSet kVersion = BuiltinPattern(R"(version:?\s*\d+\.)");
+  if (std::optional<PatternMatch> m = kVersion.FirstMatch(version_output)) {
+    // The major version: the digits before the match's final '.'.
+    std::string_view text = std::string_view(version_output).substr(m->offset, m->length - 1);
+    if (text.substr(text.find_last_not_of("0123456789") + 1) == "0") return PatternSyntax::kList;
+  }
   return PatternSyntax::kRepeated;
 }
 

@@ -3,13 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/this_coro.hpp>
 #include <boost/json/array.hpp>
 #include <cstdlib>
 #include <deque>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +17,7 @@
 #include "checks/check_text.h"
 #include "checks/probe_process.h"
 #include "checks/version.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -59,16 +60,6 @@ struct RunOutput {
   std::deque<std::string> tail;
   size_t line_count = 0;
 };
-
-// The regex of output_matches and fail_on: ECMAScript, "(?i)" in front for case-insensitive.
-std::regex CompileOutputRegex(std::string_view pattern) {
-  auto flags = std::regex::ECMAScript;
-  if (pattern.substr(0, 4) == "(?i)") {
-    pattern.remove_prefix(4);
-    flags |= std::regex::icase;
-  }
-  return std::regex(pattern.begin(), pattern.end(), flags);
-}
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
@@ -117,16 +108,14 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
 
   std::vector<std::string_view> lines = output->MatchLines();
   if (!check.output_matches.empty()) {
-    bool matched = false;
-    try {
-      std::regex pattern = CompileOutputRegex(check.output_matches);
-      for (std::string_view line : lines)
-        if ((matched = std::regex_search(line.begin(), line.end(), pattern))) break;
-    } catch (const std::regex_error&) {
-      std::string message = "bad output_matches pattern '" + check.output_matches + "'";
-      evidence["error"] = message;
-      co_return MakeOutcome(check, false, message, std::move(evidence));
+    // The parser has checked the pattern; should it still not compile, the check fails.
+    Result<PatternSet> pattern = CompilePattern(check.output_matches);
+    if (!pattern.ok()) {
+      evidence["error"] = pattern.status().message();
+      co_return MakeOutcome(check, false, pattern.status().message(), std::move(evidence));
     }
+    bool matched = std::any_of(lines.begin(), lines.end(),
+                               [&](std::string_view line) { return pattern->Matches(line); });
     if (!matched)
       co_return MakeOutcome(check, false, "output does not match '" + check.output_matches + "'",
                             std::move(evidence));

@@ -128,6 +128,10 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       json::object answer = co_await HandlePlan(req);
       co_return co_await Send(answer);
     }
+    if (op == "apply") {
+      json::object answer = co_await HandleApply(context_, req);
+      co_return co_await Send(answer);
+    }
     co_return co_await Send(co_await AnswerOf(req));
   }
 

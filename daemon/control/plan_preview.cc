@@ -4,6 +4,7 @@
 
 #include "actions/builtin_json.h"
 #include "checks/checks.h"
+#include "control/plan_parsing.h"
 #include "plan/plan_parser.h"
 
 namespace deployd {
@@ -98,7 +99,7 @@ asio::awaitable<json::object> StepToJson(const Step& step) {
 
 asio::awaitable<json::object> PreviewPlan(std::string text, std::string file,
                                           std::map<std::string, std::string> vars) {
-  ParseResult parsed = ParsePlan(text, file, vars);
+  ParseResult parsed = co_await ParsePlanAside(text, file, vars);
   if (!parsed.plan) {
     json::array diagnostics;
     for (const Diagnostic& d : parsed.errors) diagnostics.emplace_back(d.Format());

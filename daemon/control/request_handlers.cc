@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "control/failure_report.h"
+#include "control/plan_parsing.h"
 #include "control/plan_preview.h"
 #include "deployd/protocol.h"
 #include "engine/wire_records.h"
@@ -103,7 +104,6 @@ namespace {
 json::object AnswerNow(RequestContext& context, const json::object& request) {
   const std::string op = RequestOp(request);
   if (op == "ping") return HandlePing();
-  if (op == "apply") return HandleApply(context, request);
   if (op == "runs") return HandleRuns(context);
   if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
   const json::string* run_field = StringField(request, "run");
@@ -135,11 +135,12 @@ json::object HandlePing() {
   return o;
 }
 
-json::object HandleApply(RequestContext& context, const json::object& request) {
+asio::awaitable<json::object> HandleApply(RequestContext& context, json::object request) {
   Result<PlanSubmission> plan = DecodePlanSubmission(request, "apply");
-  if (!plan.ok()) return ErrorAnswer(plan.status().message());
+  if (!plan.ok()) co_return ErrorAnswer(plan.status().message());
   const json::value* wait_lock = request.if_contains("wait_lock");
-  ApplyResult r = context.runs.Apply(plan->text, plan->file, plan->vars,
+  ParseResult parsed = co_await ParsePlanAside(plan->text, plan->file, plan->vars);
+  ApplyResult r = context.runs.Apply(std::move(parsed), plan->text, plan->file, plan->vars,
                                      wait_lock && wait_lock->is_bool() && wait_lock->as_bool());
   if (!r.status.ok()) {
     json::object o = ErrorAnswer(r.status.message());
@@ -148,11 +149,11 @@ json::object HandleApply(RequestContext& context, const json::object& request) {
       for (const auto& s : r.diagnostics) d.emplace_back(s);
       o["diagnostics"] = std::move(d);
     }
-    return o;
+    co_return o;
   }
   json::object o = OkAnswer();
   o["run"] = r.run_id;
-  return o;
+  co_return o;
 }
 
 json::object HandleRuns(RequestContext& context) {

@@ -44,14 +44,19 @@ struct PlanSubmission {
 Result<PlanSubmission> DecodePlanSubmission(const boost::json::object& request,
                                             const std::string& op);
 
-// The answer to every request that is neither a stream nor `plan`, by its "op", given to
-// `reply` — at once, or for `cancel` once the run is cancelled (every process of it gone). An
-// op this daemon does not know is refused ("bad request: unknown op 'x'").
+// The answer to every request that is neither a stream nor `apply` or `plan` (which are
+// coroutines, below), by its "op", given to `reply` — at once, or for `cancel` once the run is
+// cancelled (every process of it gone). An op this daemon does not know is refused ("bad
+// request: unknown op 'x'").
 using Reply = std::function<void(boost::json::object answer)>;
 void Answer(RequestContext& context, const boost::json::object& request, Reply reply);
 
 boost::json::object HandlePing();
-boost::json::object HandleApply(RequestContext& context, const boost::json::object& request);
+// `apply`: the plan is parsed aside (plan_parsing.h), then the run is recorded and started on
+// the daemon's thread; the answer is due before the run's first step can start (the caller
+// sends it at once, before it yields).
+boost::asio::awaitable<boost::json::object> HandleApply(RequestContext& context,
+                                                        boost::json::object request);
 boost::json::object HandleRuns(RequestContext& context);
 // The operator's commands: "run" (and "step" where the command needs one) are checked by
 // Answer().

@@ -8,6 +8,7 @@
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
 #include "util/units.h"
+#include "util/utf8_text.h"
 
 namespace deployd::ctl {
 
@@ -121,7 +122,9 @@ int PlanDryRun(Client& client, const std::string& path, const std::string& text,
                const std::map<std::string, std::string>& vars, bool json_out) {
   json::object vars_json;
   for (const auto& [k, v] : vars) vars_json[k] = v;
-  client.Send({{"op", "plan"}, {"plan_text", text}, {"plan_file", path}, {"vars", vars_json}});
+  // A file name need not be UTF-8; a request must be (the plan itself was checked).
+  client.Send(
+      {{"op", "plan"}, {"plan_text", text}, {"plan_file", ValidUtf8(path)}, {"vars", vars_json}});
   json::object answer = client.Receive();
   if (!answer["ok"].as_bool()) {
     if (const json::value* d = answer.if_contains("diagnostics"))

@@ -19,6 +19,7 @@
 #include "protocol/answer.h"
 #include "protocol/follow_stream.h"
 #include "protocol/run_wire.h"
+#include "util/utf8_text.h"
 
 using namespace deployd;
 using namespace deployd::ctl;
@@ -103,7 +104,7 @@ int ApplyPlan(const std::string& socket_path, const std::string& path,
   json::object vars_json;
   for (const auto& [k, v] : vars) vars_json[k] = v;
   json::object request{
-      {"op", "apply"}, {"plan_text", text}, {"plan_file", path}, {"vars", vars_json}};
+      {"op", "apply"}, {"plan_text", text}, {"plan_file", ValidUtf8(path)}, {"vars", vars_json}};
   if (wait_lock) request["wait_lock"] = true;
   client.Send(request);
   json::object answer = client.Receive();

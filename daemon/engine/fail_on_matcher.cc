@@ -1,27 +1,28 @@
 #include "engine/fail_on_matcher.h"
 
+#include <spdlog/spdlog.h>
+
+#include "util/utf8_text.h"
+
 namespace deployd {
 
-namespace {
-
-std::regex CompileFailOn(const std::string& pattern) {
-  // "(?i)" (Python's spelling) selects icase.
-  auto flags = std::regex::ECMAScript | std::regex::optimize;
-  if (pattern.rfind("(?i)", 0) == 0)
-    return std::regex(pattern.substr(4), flags | std::regex::icase);
-  return std::regex(pattern, flags);
-}
-
-}  // namespace
-
 FailOnMatcher::FailOnMatcher(const std::vector<FailPattern>& patterns) {
-  for (const FailPattern& p : patterns) compiled_.emplace_back(&p, CompileFailOn(p.pattern));
+  for (const FailPattern& p : patterns) patterns_.push_back(&p);
 }
 
-const FailPattern* FailOnMatcher::Match(std::string_view line) const {
-  for (const auto& [pattern, re] : compiled_)
-    if (std::regex_search(line.begin(), line.end(), re)) return pattern;
-  return nullptr;
+std::optional<FailOnHit> FailOnMatcher::Match(std::string_view line) {
+  if (!set_) {
+    std::vector<std::string> texts;
+    for (const FailPattern* p : patterns_) texts.push_back(p->pattern);
+    Result<PatternSet> set = PatternSet::Compile(texts);
+    // The parser has checked them; should they still not compile, no line matches.
+    if (!set.ok()) spdlog::error("fail_on: {}", set.status().message());
+    set_ = set.ok() ? std::move(set.value()) : PatternSet();
+  }
+  std::optional<PatternMatch> match = set_->FirstMatch(line);
+  if (!match) return std::nullopt;
+  return FailOnHit{patterns_[match->index],
+                   ValidUtf8(QuoteAround(line, match->offset, kMaxQuotedLine))};
 }
 
 StepEventInfo FailOnEvent(const FailPattern& pattern, std::string_view line) {

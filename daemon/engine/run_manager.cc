@@ -48,10 +48,14 @@ Result<ActiveRun*> RunManager::Activate(const RunRecord& record) {
     std::string first = parsed.errors.empty() ? "" : ": " + parsed.errors.front().message;
     return Status::Error("the stored plan of run " + record.id + " no longer parses" + first);
   }
+  return Activate(record, std::move(*parsed.plan));
+}
+
+Result<ActiveRun*> RunManager::Activate(const RunRecord& record, Plan plan) {
   auto run = std::make_unique<ActiveRun>();
   run->record = record;
   run->order = ++activations_;
-  run->plan = std::move(*parsed.plan);
+  run->plan = std::move(plan);
   run->main_count = run->plan.steps.size();
   size_t total = run->main_count + run->plan.on_failure.size();
   if (total != record.steps.size())
@@ -101,12 +105,17 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
                               const std::map<std::string, std::string>& vars, bool wait_lock) {
+  return Apply(ParsePlan(plan_text, plan_file, vars), plan_text, plan_file, vars, wait_lock);
+}
+
+ApplyResult RunManager::Apply(ParseResult parsed, const std::string& plan_text,
+                              const std::string& plan_file,
+                              const std::map<std::string, std::string>& vars, bool wait_lock) {
   ApplyResult result;
   if (Status s = RefuseWhileBlocked(); !s.ok()) {
     result.status = s;
     return result;
   }
-  ParseResult parsed = ParsePlan(plan_text, plan_file, vars);
   if (!parsed.plan) {
     for (const auto& d : parsed.errors) result.diagnostics.push_back(d.Format());
     result.status = Status::Error("invalid plan " + plan_file);
@@ -132,7 +141,7 @@ ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& p
     return result;
   }
   record.id = id.value();
-  Result<ActiveRun*> run = Activate(record);
+  Result<ActiveRun*> run = Activate(record, std::move(*parsed.plan));
   if (!run.ok()) {
     result.status = run.status();
     return result;

@@ -51,6 +51,7 @@
 #include "engine/step_machine.h"
 #include "engine/step_update.h"
 #include "engine/storage_fault.h"
+#include "plan/plan_parser.h"
 #include "process/supervised_action.h"
 #include "protocol/run_wire.h"
 #include "store/run_store.h"
@@ -105,6 +106,10 @@ class RunManager {
   // runs before it have finished.
   ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
                     const std::map<std::string, std::string>& vars, bool wait_lock = false);
+  // The same with the plan already parsed (`parsed` is ParsePlan of the text, file and vars:
+  // the control server parses on a thread of its own, so a large plan does not hold this one).
+  ApplyResult Apply(ParseResult parsed, const std::string& plan_text, const std::string& plan_file,
+                    const std::map<std::string, std::string>& vars, bool wait_lock = false);
   // Stops every attempt of the run; once all their processes are gone, the run is cancelled
   // and `done` called (Ok), or at once with why it cannot be cancelled.
   void Cancel(const std::string& run_id, std::function<void(Status)> done);
@@ -147,6 +152,8 @@ class RunManager {
   // unit_dir, allowed_roots) from `options`, for what starts from now on; runs that a shorter
   // retention expires are forgotten at once.
   void Reconfigure(const RunManagerOptions& options);
+  // The daemon's executor, where every member function must be called.
+  const boost::asio::any_io_executor& executor() const { return ex_; }
   // Stops timers and checks; leaves every child process running (the next start recovers).
   void Shutdown();
 
@@ -154,6 +161,8 @@ class RunManager {
   // run_manager.cc
   ActiveRun* Find(const std::string& run_id);
   Result<ActiveRun*> Activate(const RunRecord& record);
+  // `plan` is the record's plan, parsed.
+  Result<ActiveRun*> Activate(const RunRecord& record, Plan plan);
   // The steps a restart interrupted are recovered (or reattached), then the run goes on.
   void ResumeAfterRestart(ActiveRun& run);
   void Start(ActiveRun& run);

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "engine/active_run.h"
 #include "engine/attempt_record.h"
@@ -105,14 +106,14 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   ActiveRun* run = Find(run_id);
   if (!run) return;
   if (const auto& watch = run->live[index].progress) watch->OnLine(line);
-  const FailPattern* pattern = run->live[index].fail_on.Match(line);
-  if (!pattern) return;
+  std::optional<FailOnHit> hit = run->live[index].fail_on.Match(line);
+  if (!hit) return;
   if (Blocked()) {
     // While writes wait, the attempt's first fatal line decides; more would only pile up.
     if (run->live[index].fail_on_held_gen == gen) return;
     run->live[index].fail_on_held_gen = gen;
   }
-  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*pattern, line),
+  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*hit->pattern, hit->line),
            EventSource::kAction, gen);
 }
 

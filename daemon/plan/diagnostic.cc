@@ -8,7 +8,8 @@ std::string Diagnostic::Format() const {
                     ": error: " + message + "\n" + source_line + "\n";
   // Copy tabs so the caret lines up however the terminal expands them; a UTF-8 character is one
   // column on screen, so its continuation bytes add nothing.
-  for (int i = 0; i + 1 < column; ++i) {
+  int at = caret > 0 ? caret : column;
+  for (int i = 0; i + 1 < at; ++i) {
     char c = i < static_cast<int>(source_line.size()) ? source_line[i] : ' ';
     if (c == '\t') {
       out += '\t';

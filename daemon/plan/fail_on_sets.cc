@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "util/pattern.h"
+
 namespace deployd {
 namespace {
 
@@ -64,6 +66,24 @@ std::span<const NamedPattern> FailOnSet(std::string_view name) {
   if (name == "vllm") return kVllm;
   if (name == "hf") return kHf;
   return {};
+}
+
+namespace {
+
+std::int64_t Instructions(std::span<const NamedPattern> set) {
+  std::int64_t sum = 0;
+  for (const NamedPattern& p : set) sum += CheckPattern(p.pattern).instructions;
+  return sum;
+}
+
+}  // namespace
+
+std::int64_t FailOnSetInstructions(std::string_view name) {
+  static const std::int64_t kVllmInstructions = Instructions(kVllm);
+  static const std::int64_t kHfInstructions = Instructions(kHf);
+  if (name == "vllm") return kVllmInstructions;
+  if (name == "hf") return kHfInstructions;
+  return 0;
 }
 
 void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch) {

@@ -5,6 +5,7 @@
 #ifndef DEPLOYD_PLAN_FAIL_ON_SETS_H_
 #define DEPLOYD_PLAN_FAIL_ON_SETS_H_
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -13,13 +14,15 @@
 namespace deployd {
 
 struct NamedPattern {
-  std::string_view pattern;      // ECMAScript regex, as a plan's fail_on would spell it
+  std::string_view pattern;      // RE2 syntax, as a plan's fail_on would spell it
   std::string_view explanation;  // what the line means and what to do
   bool retryable = false;        // a fresh attempt may succeed (else retries are skipped)
 };
 
 // The set called `name`, or an empty span when there is none.
 std::span<const NamedPattern> FailOnSet(std::string_view name);
+// The size of the set's patterns compiled (util/pattern.h), measured once.
+std::int64_t FailOnSetInstructions(std::string_view name);
 
 // Appends the set's patterns to `watch.fail_on` as `fail_on: NAME` gives them: each written at
 // `pos`, fatal unless a retry may succeed, and naming its set.

@@ -1,10 +1,13 @@
 #include "plan/field_reader.h"
 
 #include <algorithm>
-#include <regex>
+#include <array>
+#include <unordered_set>
 
 #include "plan/name_rules.h"
+#include "util/pattern.h"
 #include "util/units.h"
+#include "util/utf8_text.h"
 
 namespace deployd {
 namespace {
@@ -13,29 +16,60 @@ constexpr std::string_view kDurationHint = "(expected e.g. 500ms, 15s, 10m, 8h)"
 constexpr std::string_view kSizeHint = "(expected e.g. 512MiB, 600GiB, 1GB)";
 
 // Optimal string alignment distance: an adjacent transposition ("stpes") counts as one edit.
+// REQUIRES: both are at most kMaxSuggestedNameBytes + 2 bytes long.
 int EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  constexpr std::size_t kRow = kMaxSuggestedNameBytes + 3;
+  std::array<int, kRow> before{}, previous{}, current{};
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = static_cast<int>(j);
   for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = static_cast<int>(i);
     for (std::size_t j = 1; j <= b.size(); ++j) {
       int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        current[j] = std::min(current[j], before[j - 2] + 1);
+    }
+    before = previous;
+    previous = current;
+  }
+  return previous[b.size()];
+}
+
+// A lower bound of EditDistance(a, b), in time linear in their lengths: an edit adds or takes
+// away at most one character of each.
+int BagDistance(std::string_view a, std::string_view b) {
+  std::array<int, 256> count{};
+  for (char c : a) ++count[static_cast<unsigned char>(c)];
+  for (char c : b) --count[static_cast<unsigned char>(c)];
+  int extra = 0;
+  int missing = 0;
+  for (std::string_view s : {a, b}) {
+    for (char c : s) {
+      int& n = count[static_cast<unsigned char>(c)];
+      (n > 0 ? extra : missing) += n > 0 ? n : -n;
+      n = 0;
     }
   }
-  return d[a.size()][b.size()];
+  return std::max(extra, missing);
 }
 
 // " (did you mean 'timeout'?)" when one candidate is within two edits; the closest wins, the
 // first listed on a tie. A two-letter word is two edits from every other, so the distance must
-// also be less than the word's length.
-template <typename Range>
-std::string DidYouMean(std::string_view word, const Range& candidates) {
+// also be less than the word's length. Bounded whatever the plan: long words get no suggestion,
+// and only the first kMaxSuggestionCandidates candidates that could be close (by length and by
+// the characters they hold) are compared.
+template <typename Range, typename NameOf>
+std::string DidYouMean(std::string_view word, const Range& candidates, NameOf name_of) {
+  if (word.size() > kMaxSuggestedNameBytes) return "";
   std::string_view best;
   int best_distance = 3;
-  for (std::string_view candidate : candidates) {
+  std::size_t compared = 0;
+  for (const auto& c : candidates) {
+    std::string_view candidate = name_of(c);
+    // Two edits change the length by two at most.
+    if (candidate.size() + 2 < word.size() || candidate.size() > word.size() + 2) continue;
+    if (BagDistance(word, candidate) > 2) continue;
+    if (++compared > kMaxSuggestionCandidates) break;
     int distance = EditDistance(word, candidate);
     if (distance < best_distance && distance < static_cast<int>(word.size())) {
       best = candidate;
@@ -45,15 +79,19 @@ std::string DidYouMean(std::string_view word, const Range& candidates) {
   return best.empty() ? "" : " (did you mean " + Quoted(best) + "?)";
 }
 
-// libstdc++ says "Mismatched '(' and ')' in regular expression"; keep the useful part and the
-// project's lowercase style.
-std::string RegexProblem(const std::regex_error& e) {
-  std::string text = e.what();
-  for (std::string_view tail : {" in regular expression", "."}) {
-    if (text.ends_with(tail)) text.resize(text.size() - tail.size());
+// A source line as it can be shown: the line of an encoding error is not UTF-8, and that of a
+// control character holds one; each such byte becomes U+FFFD (one column, as the caret counts).
+std::string Printable(std::string_view line) {
+  std::string out;
+  for (char c : ValidUtf8(line)) {
+    auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && c != '\t') || b == 0x7F) {
+      out += "\xEF\xBF\xBD";
+    } else {
+      out += c;
+    }
   }
-  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] + 32);
-  return text.empty() ? "does not compile" : text;
+  return out;
 }
 
 }  // namespace
@@ -65,7 +103,10 @@ const Field* Fields::Get(std::string_view name) const {
   return nullptr;
 }
 
-std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string Quoted(std::string_view s) {
+  if (s.size() <= kMaxQuotedValueBytes) return "'" + std::string(s) + "'";
+  return "'" + ValidUtf8(QuoteAround(s, 0, kMaxQuotedValueBytes)) + "'";
+}
 
 SourcePos PosOf(const YAML::Mark& mark) {
   if (mark.is_null()) return {};
@@ -79,12 +120,21 @@ FieldReader::FieldReader(std::string_view text, std::string_view file) : text_(t
 // --- diagnostics ---
 
 void FieldReader::Error(SourcePos pos, std::string message) {
+  if (Full()) {
+    ++errors_not_kept_;
+    return;
+  }
   Diagnostic d;
   d.file = file_;
   d.line = pos.line;
   d.column = pos.column;
   d.message = std::move(message);
-  d.source_line = SourceLine(pos.line);
+  // A one-line plan can hold a megabyte: a long line is quoted as a window around the column.
+  std::string_view source = SourceLine(pos.line);
+  std::size_t begin = 0;
+  std::size_t at = pos.column > 0 ? static_cast<std::size_t>(pos.column - 1) : 0;
+  d.source_line = Printable(QuoteAround(source, at, kMaxQuotedSourceBytes, &begin));
+  if (begin > 0) d.caret = static_cast<int>(at - begin + std::string_view("…").size()) + 1;
   errors_.push_back(std::move(d));
 }
 
@@ -92,21 +142,27 @@ std::vector<Diagnostic> FieldReader::TakeDiagnostics() {
   std::stable_sort(errors_.begin(), errors_.end(), [](const Diagnostic& a, const Diagnostic& b) {
     return std::pair(a.line, a.column) < std::pair(b.line, b.column);
   });
+  if (errors_not_kept_ > 0) {
+    errors_.push_back({file_, 0, 0,
+                       "and " + std::to_string(errors_not_kept_) + " more errors (the first " +
+                           std::to_string(kMaxDiagnostics) + " are shown)",
+                       "", 0});
+  }
   return std::move(errors_);
 }
 
-std::string FieldReader::SourceLine(int line) const {
+std::string_view FieldReader::SourceLine(int line) {
   if (line <= 0) return "";
-  std::size_t start = 0;
-  for (int i = 1; i < line; ++i) {
-    start = text_.find('\n', start);
-    if (start == std::string_view::npos) return "";
-    ++start;
+  if (line_starts_.empty()) {
+    line_starts_.push_back(0);
+    for (std::size_t i = 0; i < text_.size(); ++i)
+      if (text_[i] == '\n') line_starts_.push_back(i + 1);
   }
-  std::string_view rest = text_.substr(start);
+  if (static_cast<std::size_t>(line) > line_starts_.size()) return "";
+  std::string_view rest = text_.substr(line_starts_[line - 1]);
   std::string_view source = rest.substr(0, rest.find('\n'));
   if (source.ends_with('\r')) source.remove_suffix(1);
-  return std::string(source);
+  return source;
 }
 
 // --- variables ---
@@ -119,6 +175,7 @@ void FieldReader::DefineVariable(const std::string& name, std::optional<std::str
 
 std::vector<Field> FieldReader::Entries(const YAML::Node& map) {
   std::vector<Field> entries;
+  std::unordered_set<std::string> names;
   for (auto it = map.begin(); it != map.end(); ++it) {
     Field e{"", it->first, it->second};
     if (!e.key.IsScalar()) {
@@ -126,8 +183,7 @@ std::vector<Field> FieldReader::Entries(const YAML::Node& map) {
       continue;
     }
     e.name = e.key.Scalar();
-    auto same = [&](const Field& other) { return other.name == e.name; };
-    if (std::any_of(entries.begin(), entries.end(), same)) {
+    if (!names.insert(e.name).second) {
       Error(PosOf(e.key), "duplicate key " + Quoted(e.name));
       continue;
     }
@@ -143,7 +199,8 @@ Fields FieldReader::ReadMap(const YAML::Node& map, Keys known, std::string_view 
       std::string what = context.empty()
                              ? "unknown top-level key " + Quoted(e.name)
                              : "unknown key " + Quoted(e.name) + " " + std::string(context);
-      Error(PosOf(e.key), what + DidYouMean(e.name, known));
+      auto same = [](std::string_view name) { return name; };
+      Error(PosOf(e.key), what + (Full() ? "" : DidYouMean(e.name, known, same)));
     } else {
       fields.entries.push_back(std::move(e));
     }
@@ -179,9 +236,9 @@ std::optional<std::string> FieldReader::Substitute(const YAML::Node& scalar, Sou
       if (var == vars_.end()) {
         // When `vars:` itself is broken, every use would be noise on top of that error.
         if (!vars_broken_) {
-          std::vector<std::string_view> names;
-          for (const auto& [known, value] : vars_) names.push_back(known);
-          Error(pos, "undefined variable " + Quoted(name) + DidYouMean(name, names));
+          auto name_of = [](const auto& var) -> std::string_view { return var.first; };
+          Error(pos, "undefined variable " + Quoted(name) +
+                         (Full() ? "" : DidYouMean(name, vars_, name_of)));
         }
         ok = false;
       } else if (var->second) {
@@ -237,6 +294,17 @@ std::optional<bool> FieldReader::Bool(const Field& e) {
   return std::nullopt;
 }
 
+std::optional<std::string> FieldReader::NumberText(const YAML::Node& node, SourcePos pos,
+                                                   std::string_view what) {
+  std::optional<std::string> s = Substitute(node, pos);
+  if (s && s->size() > kMaxNumberChars) {
+    Error(pos, Quoted(what) + " is too long for a number (more than " +
+                   std::to_string(kMaxNumberChars) + " characters)");
+    return std::nullopt;
+  }
+  return s;
+}
+
 std::optional<std::int64_t> FieldReader::Integer(const YAML::Node& node, SourcePos pos,
                                                  std::string_view what, std::int64_t min,
                                                  std::int64_t max) {
@@ -244,7 +312,7 @@ std::optional<std::int64_t> FieldReader::Integer(const YAML::Node& node, SourceP
     Error(pos, Quoted(what) + " must be an integer");
     return std::nullopt;
   }
-  std::optional<std::string> s = Substitute(node, pos);
+  std::optional<std::string> s = NumberText(node, pos, what);
   if (!s) return std::nullopt;
   std::optional<std::int64_t> value = ParseInteger(*s);
   if (!value) {
@@ -267,10 +335,17 @@ std::optional<Duration> FieldReader::DurationValue(const Field& e) {
     Error(ValuePos(e), Quoted(e.name) + " must be a duration " + std::string(kDurationHint));
     return std::nullopt;
   }
-  std::optional<std::string> s = Substitute(e.value, ValuePos(e));
+  std::optional<std::string> s = NumberText(e.value, ValuePos(e), e.name);
   if (!s) return std::nullopt;
   std::optional<Duration> d = ParseDuration(*s);
-  if (!d) Error(ValuePos(e), "invalid duration " + Quoted(*s) + " " + std::string(kDurationHint));
+  if (!d) {
+    Error(ValuePos(e), "invalid duration " + Quoted(*s) + " " + std::string(kDurationHint));
+  } else if (*d > kMaxDuration) {
+    Error(ValuePos(e), Quoted(e.name) + " must be at most " +
+                           std::to_string(kMaxDuration / std::chrono::hours(24)) + "d, not " +
+                           Quoted(*s));
+    return std::nullopt;
+  }
   return d;
 }
 
@@ -279,7 +354,7 @@ std::optional<std::uint64_t> FieldReader::SizeValue(const Field& e) {
     Error(ValuePos(e), Quoted(e.name) + " must be a size " + std::string(kSizeHint));
     return std::nullopt;
   }
-  std::optional<std::string> s = Substitute(e.value, ValuePos(e));
+  std::optional<std::string> s = NumberText(e.value, ValuePos(e), e.name);
   if (!s) return std::nullopt;
   std::optional<std::uint64_t> size = ParseSize(*s);
   if (!size) Error(ValuePos(e), "invalid size " + Quoted(*s) + " " + std::string(kSizeHint));
@@ -287,25 +362,21 @@ std::optional<std::uint64_t> FieldReader::SizeValue(const Field& e) {
 }
 
 std::optional<std::string> FieldReader::Regex(const YAML::Node& node, SourcePos pos,
-                                              std::string_view what) {
+                                              std::string_view what, std::int64_t* instructions) {
   std::optional<std::string> pattern = String(node, pos, what);
   if (!pattern) return std::nullopt;
   std::string_view body = *pattern;
-  auto flags = std::regex::ECMAScript;
-  if (body.starts_with("(?i)")) {
-    body.remove_prefix(4);
-    flags |= std::regex::icase;
-  }
+  if (body.starts_with("(?i)")) body.remove_prefix(4);
   if (body.empty()) {
     Error(pos, Quoted(what) + " must not be an empty pattern");
     return std::nullopt;
   }
-  try {
-    std::regex compiled(body.begin(), body.end(), flags);
-  } catch (const std::regex_error& e) {
-    Error(pos, "invalid regex " + Quoted(*pattern) + ": " + RegexProblem(e));
+  CheckedPattern checked = CheckPattern(*pattern);
+  if (!checked.problem.empty()) {
+    Error(pos, "invalid regex " + Quoted(*pattern) + ": " + checked.problem);
     return std::nullopt;
   }
+  if (instructions) *instructions += checked.instructions;
   return pattern;
 }
 

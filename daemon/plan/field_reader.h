@@ -26,6 +26,7 @@
 
 #include "deployd/plan.h"
 #include "plan/diagnostic.h"
+#include "plan/plan_limits.h"
 
 namespace deployd {
 
@@ -44,7 +45,7 @@ struct Fields {
   const Field* Get(std::string_view name) const;
 };
 
-// "'name'": how messages quote what the user wrote.
+// "'name'": how messages quote what the user wrote, cut to kMaxQuotedValueBytes.
 std::string Quoted(std::string_view s);
 
 // yaml-cpp's 0-based mark as a 1-based position; a null mark has none.
@@ -60,10 +61,13 @@ class FieldReader {
 
   // --- diagnostics ---
 
+  // Past kMaxDiagnostics problems, a problem is only counted.
   void Error(SourcePos pos, std::string message);
+  // kMaxDiagnostics have been reported: what only improves a message (a suggestion) is skipped.
+  bool Full() const { return errors_.size() >= kMaxDiagnostics; }
   // Every problem reported, ordered by position (those without one first; ties keep the order
   // they were reported in): readers visit keys in the order they need them, the user reads the
-  // list top to bottom.
+  // list top to bottom. When there were more than kMaxDiagnostics, the last says how many more.
   std::vector<Diagnostic> TakeDiagnostics();
 
   // --- variables ---
@@ -101,7 +105,9 @@ class FieldReader {
   std::optional<Duration> DurationValue(const Field& e);
   std::optional<std::uint64_t> SizeValue(const Field& e);
   // The pattern is kept as written, "(?i)" included; compiling it here only proves it compiles.
-  std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what);
+  // The size of its program (util/pattern.h) is added to `instructions` when given.
+  std::optional<std::string> Regex(const YAML::Node& node, SourcePos pos, std::string_view what,
+                                   std::int64_t* instructions = nullptr);
 
   // --- composite values ---
 
@@ -112,11 +118,16 @@ class FieldReader {
   std::vector<std::pair<std::string, SourcePos>> StringList(const Field& e);
 
  private:
-  std::string SourceLine(int line) const;
+  std::string_view SourceLine(int line);
+  // The text of a number (an integer, a duration, a size), or nullopt (reported).
+  std::optional<std::string> NumberText(const YAML::Node& node, SourcePos pos,
+                                        std::string_view what);
 
   std::string_view text_;
   std::string file_;
+  std::vector<std::size_t> line_starts_;  // built at the first diagnostic
   std::vector<Diagnostic> errors_;
+  std::size_t errors_not_kept_ = 0;
   std::map<std::string, std::optional<std::string>> vars_;
   bool vars_broken_ = false;
 };

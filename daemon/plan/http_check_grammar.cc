@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <array>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "plan/plan_limits.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -39,25 +40,27 @@ void AppendJsonString(std::string_view s, std::string& out) {
 }
 
 bool IsJsonNumber(std::string_view s) {
-  static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
-  return std::regex_match(s.begin(), s.end(), kNumber);
+  static const PatternSet kNumber =
+      CompilePattern(R"(^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$)").value();
+  return kNumber.Matches(s);
 }
 
 // A YAML body becomes compact JSON. Plain scalars that look like JSON numbers, true, false or
-// null keep that type; quoted scalars are always strings. Depth is bounded because an alias can
-// make a node contain itself.
-bool AppendJson(FieldReader& in, const YAML::Node& node, SourcePos body_pos, int depth,
-                std::string& out) {
-  if (depth > 64) {
-    in.Error(body_pos, "'body' is nested too deeply");
-    return false;
-  }
+// null keep that type; quoted scalars are always strings. The recursion is bounded by the
+// document's nesting (plan_limits.h); an alias that would make a node contain itself is refused
+// before (plan_document.h).
+bool AppendJson(FieldReader& in, const YAML::Node& node, std::string& out) {
   if (node.IsNull()) {
     out += "null";
   } else if (node.IsScalar()) {
     std::optional<std::string> s = in.Substitute(node, PosOf(node));
     if (!s) return false;
     bool plain = node.Tag() == "?";
+    if (plain && s->size() > kMaxNumberChars && IsJsonNumber(*s)) {
+      in.Error(PosOf(node), "a number in 'body' longer than " + std::to_string(kMaxNumberChars) +
+                                " characters (quote it to send a string)");
+      return false;
+    }
     if (plain && (*s == "true" || *s == "false" || IsJsonNumber(*s))) {
       out += *s;
     } else {
@@ -69,7 +72,7 @@ bool AppendJson(FieldReader& in, const YAML::Node& node, SourcePos body_pos, int
     for (auto it = node.begin(); it != node.end(); ++it) {
       if (!first) out += ',';
       first = false;
-      if (!AppendJson(in, *it, body_pos, depth + 1, out)) return false;
+      if (!AppendJson(in, *it, out)) return false;
     }
     out += ']';
   } else if (node.IsMap()) {
@@ -80,7 +83,7 @@ bool AppendJson(FieldReader& in, const YAML::Node& node, SourcePos body_pos, int
       first = false;
       AppendJsonString(e.name, out);
       out += ':';
-      if (!AppendJson(in, e.value, body_pos, depth + 1, out)) return false;
+      if (!AppendJson(in, e.value, out)) return false;
     }
     out += '}';
   }
@@ -201,7 +204,7 @@ void ReadRequest(FieldReader& in, const Fields& f, Check& check) {
       check.body = in.String(*body).value_or("");
     } else {
       std::string json;
-      if (AppendJson(in, body->value, ValuePos(*body), 0, json)) check.body = json;
+      if (AppendJson(in, body->value, json)) check.body = json;
     }
     if (method_known && check.method != "POST")
       in.Error(PosOf(body->key), "'body' requires 'method: POST'");

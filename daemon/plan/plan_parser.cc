@@ -8,7 +8,6 @@
 // overrides) and `secrets:`.
 #include "plan/plan_parser.h"
 
-#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <array>
@@ -23,8 +22,10 @@
 #include "plan/field_reader.h"
 #include "plan/name_rules.h"
 #include "plan/plan_defaults.h"
+#include "plan/plan_document.h"
 #include "plan/step_grammar.h"
 #include "util/units.h"
+#include "util/utf8_text.h"
 
 namespace deployd {
 namespace {
@@ -70,8 +71,12 @@ void ReadVars(FieldReader& in, const Field* e, const Overrides& overrides, Plan&
     for (const Field& var : in.Entries(e->value)) ReadVar(in, var, overrides, plan);
   }
   for (const auto& [name, value] : overrides) {
-    if (!in.DefinesVariable(name))
+    if (!in.DefinesVariable(name)) {
       in.Error({}, "--var " + Quoted(name) + ": the plan declares no variable " + Quoted(name));
+    } else if (FirstInvalidUtf8(value) != std::string::npos) {
+      // It could not reach deployd: requests are JSON, which is UTF-8.
+      in.Error({}, "--var " + Quoted(name) + ": the value is not valid UTF-8");
+    }
   }
 }
 
@@ -129,6 +134,8 @@ void ReadVersion(FieldReader& in, const Fields& top, const YAML::Node& root) {
     in.Error(PosOf(root), "missing required key 'version'");
   } else if (!e->value.IsScalar()) {
     in.Error(ValuePos(*e), "'version' must be the integer 1");
+  } else if (e->value.Tag() == "!") {  // quoted
+    in.Error(ValuePos(*e), "'version' must be the integer 1, not a string");
   } else if (std::optional<std::string> v = in.Substitute(e->value, ValuePos(*e));
              v && ParseInteger(*v) != 1) {
     in.Error(ValuePos(*e), "unsupported plan version " + Quoted(*v) + " (expected 1)");
@@ -150,33 +157,9 @@ void ReadName(FieldReader& in, const Fields& top, const YAML::Node& root, Plan& 
   }
 }
 
-// The document's one YAML map, or nullopt (reported) when there is none.
-std::optional<YAML::Node> LoadRoot(FieldReader& in, std::string_view text) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::DeepRecursion& e) {
-    in.Error(PosOf(e.mark), "invalid YAML: nesting is too deep");
-    return std::nullopt;
-  } catch (const YAML::Exception& e) {
-    in.Error(PosOf(e.mark), "invalid YAML: " + e.msg);
-    return std::nullopt;
-  }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
-    in.Error({}, "the plan is empty (expected a map with 'version', 'name' and 'steps')");
-    return std::nullopt;
-  }
-  if (docs.size() > 1) in.Error(PosOf(docs[1]), "the plan must be a single YAML document");
-  if (!docs[0].IsMap()) {
-    in.Error(PosOf(docs[0]), "the plan must be a map with 'version', 'name' and 'steps'");
-    return std::nullopt;
-  }
-  return docs[0];
-}
-
 std::optional<Plan> ReadDocument(FieldReader& in, std::string_view text,
                                  const Overrides& overrides) {
-  std::optional<YAML::Node> root = LoadRoot(in, text);
+  std::optional<YAML::Node> root = LoadPlanDocument(in, text);
   if (!root) return std::nullopt;
   Fields top = in.ReadMap(*root, kTopKeys, "");
   Plan plan;

@@ -8,6 +8,7 @@
 #include "plan/check_grammar.h"
 #include "plan/name_rules.h"
 #include "plan/plan_defaults.h"
+#include "plan/plan_limits.h"
 #include "plan/watch_grammar.h"
 
 namespace deployd {
@@ -73,6 +74,13 @@ std::vector<Step> StepReader::ReadSteps(const Field& e, bool on_failure) {
   }
   if (!e.value.IsSequence()) {
     in_.Error(ValuePos(e), Quoted(e.name) + " must be a list of steps");
+    return steps;
+  }
+  steps_counted_ += e.value.size();
+  if (steps_counted_ > kMaxSteps) {
+    in_.Error(ValuePos(e), "too many steps (" + std::to_string(steps_counted_) +
+                               "): a plan has at most " + std::to_string(kMaxSteps) +
+                               ", 'steps' and 'on_failure' together");
     return steps;
   }
   int index = 0;
@@ -161,7 +169,7 @@ void StepReader::ReadActionOf(const Fields& f, const std::string& label, Step& s
 void StepReader::ReadOptions(const Fields& f, Step& step) {
   if (const Field* e = f.Get("background")) step.background = in_.Bool(*e).value_or(false);
   if (const Field* e = f.Get("env")) step.env = in_.EnvMap(*e);
-  if (const Field* e = f.Get("cwd")) step.cwd = in_.String(*e).value_or("");
+  if (const Field* e = f.Get("cwd")) step.cwd = in_.NonEmptyString(*e).value_or("");
   if (const Field* e = f.Get("timeout")) {
     step.timeout = in_.DurationValue(*e);
     if (step.background && !step.approval) {  // an approval step has neither: said above

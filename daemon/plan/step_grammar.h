@@ -38,6 +38,7 @@ class StepReader {
   FieldReader& in_;
   const std::set<std::string>& secrets_;
   std::map<std::string, SourcePos> step_ids_;  // where each id was first defined
+  std::size_t steps_counted_ = 0;              // of the lists read so far
 };
 
 }  // namespace deployd

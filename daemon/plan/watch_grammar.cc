@@ -4,8 +4,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "plan/fail_on_sets.h"
+#include "plan/plan_limits.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace deployd {
@@ -85,12 +88,15 @@ std::optional<ProgressSpec> ReadProgress(FieldReader& in, const Field& e) {
 
 void ReadFailOn(FieldReader& in, const Field* fail_on, Watch& watch) {
   if (!fail_on) return;
+  // A step's patterns are matched as one set, which must fit as each pattern does.
+  std::int64_t instructions = 0;
   // A bare set name ("vllm") stands for its patterns: as a regex it would match any line that
   // mentions the program.
   auto add = [&](const YAML::Node& node, SourcePos pos) {
     if (!FailOnSet(node.Scalar()).empty()) {
       AddFailOnSet(node.Scalar(), pos, watch);
-    } else if (std::optional<std::string> re = in.Regex(node, pos, "fail_on")) {
+      instructions += FailOnSetInstructions(node.Scalar());
+    } else if (std::optional<std::string> re = in.Regex(node, pos, "fail_on", &instructions)) {
       watch.fail_on.push_back(FailPattern{*re, pos, "", false, ""});
     }
   };
@@ -107,6 +113,14 @@ void ReadFailOn(FieldReader& in, const Field* fail_on, Watch& watch) {
     }
   } else {
     in.Error(ValuePos(*fail_on), "'fail_on' must be a string or a list of strings");
+  }
+  if (watch.fail_on.size() > kMaxFailOnPatterns) {
+    in.Error(PosOf(fail_on->key), "'fail_on' has " + std::to_string(watch.fail_on.size()) +
+                                      " patterns: a step has at most " +
+                                      std::to_string(kMaxFailOnPatterns) +
+                                      " (a set counts its own)");
+  } else if (std::string problem = SetProblem(instructions); !problem.empty()) {
+    in.Error(PosOf(fail_on->key), "'fail_on': " + problem);
   }
 }
 

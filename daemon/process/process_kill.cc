@@ -10,16 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <regex>
 #include <set>
+
+#include "util/pattern.h"
 
 namespace deployd {
 namespace {
-
-// libstdc++'s std::regex recurses per character: a multi-megabyte command line (a launcher
-// with a huge inline script) could overflow the stack. No title or flag worth matching sits
-// that far in.
-constexpr size_t kMaxMatchChars = 16 << 10;
 
 // Raw syscalls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (see build-facts §6).
 int PidfdSendSignal(int pidfd, int sig) {
@@ -179,13 +175,11 @@ std::string DescribeSurvivors(const std::vector<Survivor>& survivors) {
 }
 
 Result<KillPlan> KillPlan::Select(const KillOptions& options) {
-  std::optional<std::regex> pattern;
+  PatternSet pattern;
   if (!options.pattern.empty()) {
-    try {
-      pattern.emplace(options.pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Status::Error("invalid pattern '" + options.pattern + "': " + e.what());
-    }
+    Result<PatternSet> compiled = CompilePattern(options.pattern);
+    if (!compiled.ok()) return compiled.status();
+    pattern = std::move(compiled.value());
   }
   auto table = ProcessTable::Read();
   if (!table.ok()) return table.status();
@@ -199,14 +193,9 @@ Result<KillPlan> KillPlan::Select(const KillOptions& options) {
     if (std::find(options.pids.begin(), options.pids.end(), info.pid()) != options.pids.end()) {
       return "pid listed";
     }
-    if (!pattern) return "";
-    auto search = [&](const std::string& text) {
-      std::string_view view(text);
-      view = view.substr(0, kMaxMatchChars);
-      return std::regex_search(view.begin(), view.end(), *pattern);
-    };
-    if (search(info.CommandLine()) || search(info.stat.comm) ||
-        (!info.argv.empty() && search(info.argv[0]))) {
+    if (pattern.empty()) return "";
+    if (pattern.Matches(info.CommandLine()) || pattern.Matches(info.stat.comm) ||
+        (!info.argv.empty() && pattern.Matches(info.argv[0]))) {
       return "matches '" + options.pattern + "'";
     }
     return "";

@@ -42,9 +42,9 @@
 namespace deployd {
 
 struct KillOptions {
-  // ECMAScript regex, searched (not anchored) in the command line (argv joined by spaces), in
-  // comm and in argv[0] (the process title: `VLLM::EngineCore`, `VLLM::Worker_TP0`). Empty:
-  // no pattern.
+  // A pattern (util/pattern.h: RE2 syntax), searched (not anchored) in the command line (argv
+  // joined by spaces), in comm and in argv[0] (the process title: `VLLM::EngineCore`,
+  // `VLLM::Worker_TP0`). Empty: no pattern.
   std::string pattern;
   // Processes named by pid (e.g. those holding a GPU); identified by their start time now.
   std::vector<pid_t> pids;

@@ -76,17 +76,22 @@ std::optional<std::uint64_t> ParseSize(std::string_view text) {
     std::string_view name;
     std::uint64_t bytes;
   };
-  static constexpr std::array<Unit, 11> kUnits = {{{"", 1},
+  // Every unit FormatSize prints, so that what deployd prints can be typed back.
+  static constexpr std::array<Unit, 15> kUnits = {{{"", 1},
                                                    {"B", 1},
                                                    {"kB", 1'000},
                                                    {"KB", 1'000},
                                                    {"MB", 1'000'000},
                                                    {"GB", 1'000'000'000},
                                                    {"TB", 1'000'000'000'000},
+                                                   {"PB", 1'000'000'000'000'000},
+                                                   {"EB", 1'000'000'000'000'000'000},
                                                    {"KiB", 1ULL << 10},
                                                    {"MiB", 1ULL << 20},
                                                    {"GiB", 1ULL << 30},
-                                                   {"TiB", 1ULL << 40}}};
+                                                   {"TiB", 1ULL << 40},
+                                                   {"PiB", 1ULL << 50},
+                                                   {"EiB", 1ULL << 60}}};
   std::size_t i = 0;
   while (i < text.size() && IsDigit(text[i])) ++i;
   if (i == 0) return std::nullopt;
@@ -162,7 +167,11 @@ std::string FormatSize(std::uint64_t bytes) {
     std::snprintf(text, sizeof text, "%llu%s", static_cast<unsigned long long>(bytes / scale),
                   kUnits[unit]);
   } else {
-    std::snprintf(text, sizeof text, "%.1f%s", static_cast<double>(bytes) / scale, kUnits[unit]);
+    // The largest sizes would round up to 16.0EiB, which does not fit in 64 bits to be typed
+    // back: they are shown rounded down.
+    double value = static_cast<double>(bytes) / scale;
+    if (unit == 6) value = std::min(value, 15.9);
+    std::snprintf(text, sizeof text, "%.1f%s", value, kUnits[unit]);
   }
   return text;
 }

@@ -19,8 +19,9 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // "1.5s", "250ms", "2m03s" — the inverse of ParseDuration, for messages.
 std::string FormatDuration(std::chrono::milliseconds d);
 
-// Sizes: an integer with an optional unit: B, kB/KB, MB, GB, TB (powers of 1000),
-// KiB, MiB, GiB, TiB (powers of 1024). A bare integer is bytes.
+// Sizes: an integer with an optional unit: B, kB/KB, MB, GB, TB, PB, EB (powers of 1000),
+// KiB, MiB, GiB, TiB, PiB, EiB (powers of 1024). A bare integer is bytes. Whatever FormatSize
+// prints parses.
 std::optional<std::uint64_t> ParseSize(std::string_view text);
 // Byte counts for messages, in binary units ("12.3GiB", "600GiB", "512B"), one decimal unless
 // the value is whole in its unit: 1536 → "1.5KiB", 1024 → "1KiB".

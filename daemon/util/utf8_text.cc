@@ -1,5 +1,7 @@
 #include "util/utf8_text.h"
 
+#include <algorithm>
+
 namespace deployd {
 
 namespace {
@@ -56,6 +58,45 @@ std::string ValidUtf8(std::string_view text) {
       ++i;
     }
   }
+  return out;
+}
+
+std::size_t FirstInvalidUtf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    bool incomplete;
+    std::size_t n = SequenceAt(text, i, incomplete);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+std::string QuoteAround(std::string_view text, std::size_t offset, std::size_t max_bytes,
+                        std::size_t* quoted_from) {
+  if (quoted_from) *quoted_from = 0;
+  if (text.size() <= max_bytes) return std::string(text);
+  constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
+  std::size_t begin = std::min(offset > max_bytes / 4 ? offset - max_bytes / 4 : 0, text.size());
+  std::size_t room = max_bytes - (begin > 0 ? kEllipsis.size() : 0) - kEllipsis.size();
+  if (begin + room >= text.size()) {  // the quote reaches the end: it takes the whole budget
+    room = max_bytes - kEllipsis.size();
+    begin = text.size() - room;
+  }
+  std::size_t end = begin + room;
+  auto inside = [&](std::size_t i) {
+    return i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+  };
+  while (inside(begin)) ++begin;
+  while (inside(end)) --end;
+  if (quoted_from) *quoted_from = begin;
+  std::string out;
+  if (begin > 0) out += kEllipsis;
+  out += text.substr(begin, end - begin);
+  if (end < text.size()) out += kEllipsis;
   return out;
 }
 

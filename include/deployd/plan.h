@@ -80,7 +80,7 @@ struct Check {
 
   // run: exit status 0, and the output (stdout and stderr) matching these when given.
   Command command;
-  std::string output_matches;    // ECMAScript regex searched in the output; empty = none
+  std::string output_matches;    // a pattern (RE2) searched in the output; empty = none
   std::string version_at_least;  // the first version-like token of the output must be >= this
   std::string version_below;     // … and < this (PEP 440 order: 0.16.0rc2.dev313 < 0.16.0)
   std::map<std::string, std::string> env;
@@ -129,7 +129,7 @@ struct Check {
 };
 
 struct FailPattern {
-  std::string pattern;  // ECMAScript regex; a leading "(?i)" makes it case-insensitive
+  std::string pattern;  // RE2 syntax; "(?i)" makes it case-insensitive
   SourcePos pos;
   std::string explanation;  // from a named set (`fail_on: vllm`): what the line means
   bool fatal = false;       // no retry can fix it: the step fails without further attempts
@@ -182,7 +182,7 @@ struct ServiceAction {
 // `kill`: processes whose command line or title matches, with their process groups;
 // SIGTERM, `grace`, SIGKILL, proven gone.
 struct KillAction {
-  std::string match;  // ECMAScript regex
+  std::string match;  // a pattern (RE2 syntax)
   Duration grace{std::chrono::seconds(10)};
   bool whole_groups = true;
 };

@@ -35,7 +35,7 @@ def http_get(url, timeout=5):
 
 
 def regex_literal(text):
-    """`text` as an ECMAScript regex matching itself (temporary paths: letters, digits, _-./)."""
+    """`text` as a pattern (RE2) matching itself (temporary paths: letters, digits, _-./)."""
     return re.sub(r"([.^$|?*+()\[\]{}\\])", r"\\\1", text)
 
 
