@@ -428,7 +428,8 @@ ExecStart=/bin/sh -c 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; slee
                          [("line %d" % i, invocation) for i in range(1, 6)])
         # --until with -n: the last entries before that time.
         cp = self.run_tool("journalctl", "-u", "talk", "-o", "cat", "-n", "1", "--until",
-                           "@%.3f" % (int(entries[2]["__REALTIME_TIMESTAMP"]) / 1e6), check=0)
+                           "@%d.%06d" % divmod(int(entries[2]["__REALTIME_TIMESTAMP"]), 10**6),
+                           check=0)
         self.assertEqual(cp.stdout, "line 2\n")
 
 
