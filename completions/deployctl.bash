@@ -3,7 +3,7 @@
 # Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
 # step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
 # `deployctl status RUN --json`, asked of the daemon that the command line names (its
-# --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
+# --host and --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
 # complete to nothing and nothing is printed. Needs no bash-completion helpers.
 # Installed as share/bash-completion/completions/deployctl.
 
@@ -47,22 +47,22 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve"
+  verbs+=" approve dial-stdio"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
 
   # Global options come before the command; --socket VALUE or --socket=VALUE (which bash
-  # splits at the '=').
+  # splits at the '='), the same for --host.
   while ((i < COMP_CWORD)); do
     word=${COMP_WORDS[i]}
     case $word in
-      --socket)
+      --socket | --host)
         if [[ ${COMP_WORDS[i + 1]} == "=" ]]; then
-          socket=(--socket "${COMP_WORDS[i + 2]}")
+          socket+=("$word" "${COMP_WORDS[i + 2]}")
           ((i += 3))
         else
-          socket=(--socket "${COMP_WORDS[i + 1]}")
+          socket+=("$word" "${COMP_WORDS[i + 1]}")
           ((i += 2))
         fi
         continue
@@ -81,8 +81,10 @@ _deployctl() {
       [[ $cur == "=" ]] && cur=
       compopt -o filenames 2>/dev/null
       COMPREPLY=($(compgen -f -- "$cur"))
+    elif [[ $prev == --host || ($prev == "=" && ${COMP_WORDS[COMP_CWORD - 2]} == --host) ]]; then
+      return 0
     elif [[ $cur == -* ]]; then
-      COMPREPLY=($(compgen -W "--socket --help --version -h" -- "$cur"))
+      COMPREPLY=($(compgen -W "--socket --host --help --version -h" -- "$cur"))
     else
       COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
     fi

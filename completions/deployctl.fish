@@ -46,10 +46,11 @@ function __deployctl_parse
             continue
         end
         switch $t
-            case --socket
+            case --socket --host
                 set skip socket
             case '--socket=*'
                 set socket --socket (string replace -- --socket= '' $t)
+            case '--host=*'
             case --var
                 set skip var
             case '-*'
@@ -94,12 +95,11 @@ function __deployctl_ask
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --socket
-                set socket --socket $tokens[(math $i + 1)]
-                break
-            case '--socket=*'
-                set socket --socket (string replace -- --socket= '' $tokens[$i])
-                break
+            case --socket --host
+                set -a socket $tokens[$i] $tokens[(math $i + 1)]
+                set i (math $i + 1)
+            case '--socket=*' '--host=*'
+                set -a socket $tokens[$i]
             case '-*'
             case '*'
                 break
@@ -135,13 +135,15 @@ function __deployctl_plans
     end
 end
 
-set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve
+set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
+    dial-stdio
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
 
 # Before the command.
 complete -c deployctl -n $top -l socket -r -F -d "deployd's socket"
+complete -c deployctl -n $top -l host -x -d 'Reach deployd on another host: ssh://[USER@]HOST[:PORT]'
 complete -c deployctl -n $top -l version -d 'Print the version and exit'
 complete -c deployctl -s h -l help -d 'Print help and exit'
 complete -c deployctl -n $top -a validate -d 'Check plans without running them (offline)'
@@ -158,6 +160,7 @@ complete -c deployctl -n $top -a skip -d 'Mark a step skipped and let its run go
 complete -c deployctl -n $top -a pause -d 'Start no new step until resumed'
 complete -c deployctl -n $top -a resume -d 'Let a paused run go on'
 complete -c deployctl -n $top -a approve -d 'Let an approval step that is waiting go on'
+complete -c deployctl -n $top -a dial-stdio -d "Join stdin and stdout to deployd's socket (for --host)"
 
 # Each command's flags.
 complete -c deployctl -n "$after validate apply plan" -l var -x -d 'NAME=VALUE override'

@@ -11,6 +11,8 @@
 
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_verbs.h"
+#include "ctl/dial_stdio.h"
+#include "ctl/ssh_transport.h"
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
 #include "deployd/states.h"
@@ -183,6 +185,7 @@ int ShowLogs(Client& client, const std::string& run_id, const std::string& step_
 // The command line: the verb chosen and what was given with it.
 struct Args {
   std::string socket_path;
+  std::string host;
   std::vector<std::string> plans;
   std::vector<std::string> var_args;
   std::string run_id;
@@ -208,6 +211,7 @@ struct Verbs {
   CLI::App* pause;
   CLI::App* resume;
   CLI::App* approve;
+  CLI::App* dial_stdio;
 };
 
 Verbs DefineVerbs(CLI::App& app, Args& a) {
@@ -273,6 +277,9 @@ Verbs DefineVerbs(CLI::App& app, Args& a) {
   v.approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
   v.approve->add_option("run", a.run_id)->required();
   v.approve->add_option("step", a.step_id)->required();
+
+  v.dial_stdio = app.add_subcommand(
+      "dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)");
   return v;
 }
 
@@ -330,6 +337,9 @@ int main(int argc, char** argv) {
   Args args;
   app.add_option("--socket", args.socket_path,
                  "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
+  app.add_option("--host", args.host,
+                 "reach deployd on another host through ssh: ssh://[USER@]HOST[:PORT] "
+                 "(default: $DEPLOYD_HOST; --socket then names the socket there)");
   app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
   Verbs verbs = DefineVerbs(app, args);
   try {
@@ -339,6 +349,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
+  const std::string socket_flag = args.socket_path;
   if (args.socket_path.empty()) {
     const char* env = std::getenv("DEPLOYD_SOCKET");
     args.socket_path = env && *env ? env : DefaultSocketPath();
@@ -346,6 +357,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*verbs.validate) return Validate(args.plans, args.var_args);
+    if (*verbs.dial_stdio) return DialStdio(args.socket_path);
+    ChooseRemoteHost(args.host, socket_flag);
     if (*verbs.apply)
       return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait, args.wait_lock);
     if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);
