@@ -100,8 +100,25 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 }  // namespace
 
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
-                              const std::map<std::string, std::string>& vars, bool wait_lock) {
+                              const std::map<std::string, std::string>& vars, bool wait_lock,
+                              const std::string& key) {
   ApplyResult result;
+  if (!key.empty()) {
+    Result<std::optional<RunRecord>> found = store_.LoadRunByKey(key, false);
+    if (!found.ok() || found.value()) {
+      if (!found.ok()) {
+        result.status = found.status();
+      } else if (found.value()->plan_text != plan_text || found.value()->vars != vars) {
+        result.status =
+            Status::Error("idempotency key '" + key + "' already names run " + found.value()->id +
+                          ", created from another plan text or other variables");
+      } else {
+        result.run_id = found.value()->id;
+        result.existing = true;
+      }
+      return result;
+    }
+  }
   ParseResult parsed = ParsePlan(plan_text, plan_file, vars);
   if (!parsed.plan) {
     for (const auto& d : parsed.errors) result.diagnostics.push_back(d.Format());
@@ -119,6 +136,7 @@ ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& p
     return result;
   }
   RunRecord record = NewRunRecord(*parsed.plan, plan_text, plan_file, vars);
+  record.key = key;
   if (holder)
     record.reason =
         "waiting for lock '" + parsed.plan->lock + "' (held by run " + holder->record.id + ")";

@@ -97,6 +97,7 @@ json::object EncodeRun(const WireRun& run) {
   json::object vars;
   for (const auto& [k, v] : run.vars) vars[k] = v;
   o["vars"] = std::move(vars);
+  if (!run.key.empty()) o["key"] = run.key;
   if (run.evidence) o["evidence"] = *run.evidence;
   if (!run.steps.empty()) {
     json::array steps;
@@ -120,6 +121,7 @@ WireRun DecodeRun(const json::object& o) {
     for (const auto& [k, v] : *vars)
       if (v.is_string()) run.vars[std::string(k)] = std::string(v.as_string());
   }
+  run.key = f.Str("key");
   run.evidence = f.Value("evidence");
   if (const json::value* steps = o.if_contains("steps"); steps && steps->is_array()) {
     for (const json::value& s : steps->as_array())
