@@ -47,7 +47,7 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve dial-stdio"
+  verbs+=" approve dial-stdio rollout rollout-batch"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
@@ -101,12 +101,22 @@ _deployctl() {
       continue
     fi
     case $word in
-      --var) skip=1 ;;
+      --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch) skip=1 ;;
+      -i | --inventory) skip=1 ;;
       -*) ;;
       *) positionals+=("$word") ;;
     esac
   done
-  [[ $prev == --var ]] && return 0
+  case $prev in
+    --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch)
+      return 0
+      ;;
+    -i | --inventory)
+      compopt -o filenames 2>/dev/null
+      COMPREPLY=($(compgen -f -- "$cur"))
+      return 0
+      ;;
+  esac
 
   local flags="-h --help"
   case $verb in
@@ -117,6 +127,10 @@ _deployctl() {
     watch) flags+=" --json" ;;
     logs) flags+=" -f --follow --json" ;;
     retry | skip) flags+=" --wait" ;;
+    rollout)
+      flags+=" -i --inventory -l --limit --serial --max-fail --var --unreachable-after --wait"
+      ;;
+    rollout-batch) flags+=" --key --batch" ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
@@ -125,7 +139,7 @@ _deployctl() {
 
   local want=
   case $verb:${#positionals[@]} in
-    validate:* | apply:0 | plan:0) want=plan ;;
+    validate:* | apply:0 | plan:0 | rollout:0) want=plan ;;
     status:0 | watch:0 | why:0 | cancel:0 | pause:0 | resume:0) want=run ;;
     logs:0 | retry:0 | skip:0 | approve:0) want=run ;;
     logs:1 | retry:1 | skip:1 | approve:1) want=step ;;

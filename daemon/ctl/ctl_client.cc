@@ -124,6 +124,18 @@ std::optional<json::object> Client::Receive(std::chrono::milliseconds timeout) {
   }
 }
 
+std::optional<json::object> Client::ReceiveReady() {
+  if (std::optional<json::object> line = TakeLine()) return line;
+  pollfd pfd{fd_, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return std::nullopt;
+  char chunk[65536];
+  ssize_t n = ::read(fd_, chunk, sizeof(chunk));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return std::nullopt;
+  if (n <= 0) Broken("deployd closed the connection");
+  buffer_.append(chunk, static_cast<size_t>(n));
+  return TakeLine();
+}
+
 json::object Client::Call(json::object request) {
   Send(std::move(request));
   json::object answer = Receive();

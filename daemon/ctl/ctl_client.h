@@ -43,11 +43,16 @@ class Client {
   boost::json::object Receive();
   // The next line, or nothing when none arrives within `timeout`.
   std::optional<boost::json::object> Receive(std::chrono::milliseconds timeout);
+  // The next line if it can be had without waiting (what one read gives now).
+  std::optional<boost::json::object> ReceiveReady();
 
   // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
   // this user may not talk to deployd at all).
   boost::json::object Call(boost::json::object request);
   [[noreturn]] static void Refused(const boost::json::object& answer);
+
+  // The connection, for a poll(2) that waits on it among others (host_session.h).
+  int fd() const { return fd_; }
 
  private:
   std::optional<boost::json::object> TakeLine();

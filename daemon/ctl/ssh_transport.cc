@@ -68,15 +68,25 @@ std::string ControlDir() {
   return dir;
 }
 
-std::string LastLine(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  size_t nl = text.find_last_of('\n');
-  std::string line = nl == std::string::npos ? text : text.substr(nl + 1);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+// The last line ssh (or the remote deployctl) printed that says what went wrong: not one of
+// ssh's notes about how it connected.
+std::string LastLine(const std::string& text) {
+  std::string last;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line.find("disabling multiplexing") != std::string::npos ||
+        line.starts_with("Warning: Permanently added"))
+      continue;
+    last = line;
+  }
   constexpr std::string_view kPrefix = "deployctl: error: ";
-  if (line.starts_with(kPrefix)) line.erase(0, kPrefix.size());
-  return line;
+  if (last.starts_with(kPrefix)) last.erase(0, kPrefix.size());
+  return last;
 }
 
 }  // namespace

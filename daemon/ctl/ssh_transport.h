@@ -81,6 +81,8 @@ class SshChannel {
   // the layer by its exit status and what it printed. `connected`: deployd had answered over
   // it, so ssh failing now is a lost connection, not one that could not be made.
   std::string Explain(bool connected);
+  // ssh's exit status (128 + N for signal N), once Explain() has seen it.
+  std::optional<int> exit_code() const { return exit_code_; }
 
  private:
   SshChannel(SshTarget target, int fd, pid_t pid, int err_fd)

@@ -9,12 +9,17 @@ the fleet's own (DEPLOYD_SSH_COMMAND="ssh -F …"); its ControlMaster sockets li
 fleet's XDG_RUNTIME_DIR, so that the masters are found and ended at teardown.
 
 Everything is made by Fleet.up() and removed by Fleet.down(), also after a failure (call it
-from a cleanup). A fleet is shared by the tests of a module (setUpModule). Without root or
-network namespaces the tests are skipped, with the reason (fleet_case.main exits 77).
+from a cleanup) and on SIGTERM. What a fleet made is recorded in its directory (fleet.json), so
+that one left behind by a test that was killed outright is removed by the next Fleet.up(). A
+fleet is shared by the tests of a module (setUpModule). Without root or network namespaces the
+tests are skipped, with the reason (fleet_case.main exits 77).
 """
 
+import glob
+import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -58,17 +63,19 @@ def check_available():
 
 
 class HostDaemon(harness.Daemon):
-    """harness.Daemon, started inside the host's network namespace."""
+    """harness.Daemon in `directory` (the fleet's, so that a sweep finds it), started inside
+    the network namespace `ns`, or in the test's own with None."""
 
     def __init__(self, ns, directory):
         super().__init__()
         shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(directory, exist_ok=True)
         self.dir = directory
         self.socket = os.path.join(directory, "deployd.sock")
         self.state_dir = os.path.join(directory, "state")
         self.db = os.path.join(self.state_dir, "deployd.db")
         self.log_path = os.path.join(directory, "deployd.stderr")
-        self.launcher = ["ip", "netns", "exec", ns]
+        self.launcher = ["ip", "netns", "exec", ns] if ns else []
 
 
 class Host:
@@ -185,7 +192,16 @@ class Fleet:
         self.hosts = [Host(self, i + 1) for i in range(count)]
         self.users = []
 
+    def record(self):
+        """What down() has to remove, kept next to it for a sweep after a SIGKILL."""
+        with open(os.path.join(self.dir, "fleet.json"), "w") as f:
+            json.dump({"owner": os.getpid(), "bridge": self.bridge, "users": self.users,
+                       "namespaces": [h.ns for h in self.hosts]}, f)
+
     def up(self):
+        sweep_stale_fleets()
+        self.record()
+        signal.signal(signal.SIGTERM, self._terminated)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.host_key)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.client_key)
         shutil.copy(self.client_key + ".pub", self.authorized_keys)
@@ -198,7 +214,7 @@ class Fleet:
         with open(self.ssh_config, "w") as f:
             f.write("Host *\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n"
                     "  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n"
-                    "  BatchMode yes\n  LogLevel ERROR\n" % (self.client_key, self.known_hosts))
+                    "  BatchMode yes\n" % (self.client_key, self.known_hosts))
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", self.prefix + ".1/24", "dev", self.bridge)
@@ -206,6 +222,10 @@ class Fleet:
         for h in self.hosts:
             h.up()
         return self
+
+    def coordinator(self):
+        """A deployd of the test's own namespace (a rollout's coordinator), not started."""
+        return HostDaemon(None, tempfile.mkdtemp(prefix="coordinator-", dir=self.dir))
 
     def env(self):
         """What deployctl needs to reach the hosts: the fleet's ssh and its own control dir."""
@@ -236,6 +256,7 @@ class Fleet:
         _run("useradd", "--system", "--no-create-home", "--home-dir", "/", "--shell", "/bin/sh",
              "--password", "*", name)
         self.users.append(name)
+        self.record()
         return name
 
     def end_ssh_masters(self):
@@ -246,6 +267,10 @@ class Fleet:
                      check=False)
         harness.kill_marked(self.runtime_dir, where=("cmdline",))
 
+    def _terminated(self, signum, frame):
+        self.down()
+        sys.exit(128 + signum)
+
     def down(self):
         self.end_ssh_masters()
         for h in self.hosts:
@@ -253,7 +278,37 @@ class Fleet:
                 h.down()
             except Exception as e:  # the rest must still go
                 sys.stderr.write("fleet teardown of %s: %s\n" % (h.name, e))
-        _run("ip", "link", "del", self.bridge, check=False)
-        for user in self.users:
-            _run("userdel", user, check=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_recorded(self.dir)
+
+
+def remove_recorded(directory):
+    """Removes what the fleet recorded in `directory`, and the directory."""
+    try:
+        with open(os.path.join(directory, "fleet.json")) as f:
+            made = json.load(f)
+    except (OSError, ValueError):
+        made = {}
+    harness.kill_marked(directory, where=("cmdline", "environ"))
+    for ns in made.get("namespaces", []):
+        _run("ip", "netns", "del", ns, check=False)
+    if made.get("bridge"):
+        _run("ip", "link", "del", made["bridge"], check=False)
+    for user in made.get("users", []):
+        _run("userdel", user, check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def sweep_stale_fleets():
+    """Removes the fleets whose test process is gone (killed before it could clean up)."""
+    for fleet_json in glob.glob(os.path.join(tempfile.gettempdir(), "deployd-fleet-*",
+                                             "fleet.json")):
+        try:
+            with open(fleet_json) as f:
+                owner = json.load(f)["owner"]
+            os.kill(owner, 0)
+            continue  # still alive: another test's
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError, KeyError):
+            continue
+        remove_recorded(os.path.dirname(fleet_json))

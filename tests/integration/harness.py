@@ -460,10 +460,13 @@ def read_line(sock, buffer=b""):
 
 
 def main_skipping_with_77():
-    """Runs the __main__ module's tests; exits 77 (CTest's skip) when every test was skipped,
-    e.g. by a setUpModule or setUpClass that found what it needs missing."""
+    """Runs the __main__ module's tests (or those named on the command line, e.g.
+    Class.test_name); exits 77 (CTest's skip) when every test was skipped, e.g. by a
+    setUpModule or setUpClass that found what it needs missing."""
     module = sys.modules["__main__"]
-    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+    loader = unittest.defaultTestLoader
+    suite = (loader.loadTestsFromNames(sys.argv[1:], module) if sys.argv[1:]
+             else loader.loadTestsFromModule(module))
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     # A class or module skipped in its setUp counts one skip and no test run.
     if result.skipped and len(result.skipped) >= result.testsRun and result.wasSuccessful():

@@ -19,7 +19,7 @@ from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
-         "retry", "skip", "pause", "resume", "approve", "dial-stdio"]
+         "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch"]
 
 PLAN = """\
 version: 1
