@@ -78,6 +78,10 @@ TEST_CASE("the ssh command line runs the host's deployctl dial-stdio", "[ssh_tra
   CHECK(has("-p", "2222"));
   CHECK(has("-o", "BatchMode=yes"));
   CHECK(SshArgv(t, "", SshMode{}).back() == "deployctl dial-stdio");
+  CHECK(has("-o", "ControlMaster=auto"));
+  argv = SshArgv(t, "", SshMode{.batch = true, .share = false});
+  CHECK(has("-o", "ControlMaster=no"));
+  CHECK(has("-o", "ControlPath=none"));
 
   ::setenv("DEPLOYD_SSH_COMMAND", "ssh -F /etc/fleet.conf", 1);
   argv = SshArgv(t, "", SshMode{});

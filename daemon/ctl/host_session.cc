@@ -59,7 +59,7 @@ void HostSession::Connect(std::int64_t now_ms) {
   Result<SshTarget> target = ParseSshUrl(host_.address);
   if (!target.ok()) return Finish(Outcome::kFailed, target.status().message());
   Result<std::unique_ptr<SshChannel>> channel =
-      SshChannel::Start(target.value(), "", SshMode{.batch = true});
+      SshChannel::Start(target.value(), "", SshMode{.batch = true, .share = share_});
   if (!channel.ok()) return Lost(channel.status().message(), true, now_ms);
   channel_ = std::move(channel.value());
   ::fcntl(channel_->fd(), F_SETFL, ::fcntl(channel_->fd(), F_GETFL) | O_NONBLOCK);
@@ -238,7 +238,7 @@ void HostSession::Finish(Outcome outcome, const std::string& failure) {
       Say("succeeded after " + FormatElapsed(view_.finished_at_ms - view_.created_at_ms));
       break;
     case Outcome::kFailed:
-      Say("FAILED: " + failure);
+      Say("failed: " + failure);
       break;
     case Outcome::kNotStarted:
       Say("not started");

@@ -44,6 +44,8 @@ class HostSession {
   using Report = std::function<void(const HostSession&, const std::string& line)>;
 
   HostSession(const RolloutSpec& spec, const RolloutHost& host, Mode mode, Report report);
+  // Connect without a ControlMaster (a rollout's step: one connection per host, its own).
+  void Unshared() { share_ = false; }
   ~HostSession();
 
   const RolloutHost& host() const { return host_; }
@@ -89,6 +91,7 @@ class HostSession {
   std::string in_, out_;
   Phase phase_ = Phase::kWaiting;
   bool started_ = false;
+  bool share_ = true;
   bool answered_ = false;  // deployd answered on this connection
   Outcome outcome_ = Outcome::kPending;
   std::string failure_, run_id_, last_error_;

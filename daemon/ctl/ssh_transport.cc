@@ -176,7 +176,10 @@ std::vector<std::string> SshArgv(const SshTarget& target, const std::string& rem
     argv.push_back(o);
   };
   argv.push_back("-T");
-  if (std::string dir = ControlDir(); !dir.empty()) {
+  if (!mode.share) {
+    option("ControlMaster=no");
+    option("ControlPath=none");
+  } else if (std::string dir = ControlDir(); !dir.empty()) {
     option("ControlMaster=auto");
     option("ControlPath=" + dir + "/%C");
     option("ControlPersist=60s");

@@ -8,7 +8,7 @@
 //
 // Connections are reused: a ControlMaster per host in a private directory
 // ($XDG_RUNTIME_DIR/deployctl-ssh, else /tmp/deployctl-ssh-UID, mode 0700, ours), persisting
-// 60 s after the last use.
+// 60 s after the last use (SshMode::share).
 //
 // When a connection ends, the reason is told by the layer it failed at: ssh could not connect
 // (its own message), no deployctl on the host, deployd not running there, permission denied
@@ -53,9 +53,12 @@ const SshTarget* RemoteHost();
 const std::string& RemoteSocket();
 
 // How a connection is made: `batch` (rollouts) never prompts for a passphrase or a host key
-// and gives up on a dead link sooner; otherwise ssh may ask on the terminal.
+// and gives up on a dead link sooner; otherwise ssh may ask on the terminal. `share`: through
+// the host's ControlMaster, made if there is none. A rollout's step keeps one connection per
+// host for its whole life and its processes end with it, so it has nothing to share.
 struct SshMode {
   bool batch = false;
+  bool share = true;
 };
 
 // The argv that runs `deployctl [--socket S] dial-stdio` on `target`.

@@ -116,6 +116,9 @@ class Batches(RolloutTestCase):
         self.assertIn("batch 2 of 3: h2, h3, h4 (--max-fail 0)", cp.stdout)
         self.assertRegex(cp.stdout, r"h3: started run %s-\d+\n" % self.name)
         self.assertIn("batch 2: all 3 hosts succeeded", cp.stdout)
+        cp = self.ctl("retry", rollout, check=2)
+        self.assertEqual(cp.stderr, "deployctl: error: rollout %s is succeeded; only a failed or "
+                                    "cancelled rollout can be retried\n" % rollout)
 
     def test_yaml_inventory_groups_children_and_limit(self):
         hosts = "\n".join("            %s: {ansible_host: %s}" % (h.name, h.address)
@@ -170,8 +173,7 @@ all:
                       cp.stderr)
         self.assertIn("  (with the variables of h2)\n", cp.stderr)
         self.assertTrue(cp.stderr.endswith("deployctl: error: nothing was started\n"), cp.stderr)
-        self.assertEqual(self.coordinator.status_json is not None and
-                         json.loads(self.ctl("runs", "--json", check=0).stdout), [])
+        self.assertEqual(json.loads(self.ctl("runs", "--json", check=0).stdout), [])
 
 
 class Failures(RolloutTestCase):
@@ -225,6 +227,21 @@ class Failures(RolloutTestCase):
         for h in self.hosts[3:]:
             self.assertEqual([s for _, s in self.runs_of(h)], ["succeeded"], h.name)
 
+    def test_a_host_that_refuses_fails_at_once(self):
+        gate = os.path.join(self.fleet.dir, self.name + ".held")
+        h1 = self.hosts[0]
+        self.addCleanup(lambda: open(gate, "w").close())
+        # Another run of the plan holds its lock on h1: the host refuses the rollout's apply.
+        holder = self.fleet.ctl("--host", h1.url(), "apply", self.plan, "--var",
+                                "ledger=" + self.ledger, "--var", "gate=" + gate,
+                                check=0).stdout.split()[0]
+        rollout, _ = self.rollout("-i", self.ini(), "--limit", "h1:h2", "--wait", check=1)
+        cp = self.ctl("logs", rollout, "batch-1", check=0)
+        self.assertIn("[1/2] h1: failed: apply refused: lock '%s' is held by run %s (running): "
+                      "one run at a time" % (self.name, holder), cp.stdout)
+        self.assertEqual([s for _, s in self.runs_of(self.hosts[1])], ["succeeded"])
+        self.assertEqual([r for r, _ in self.runs_of(h1)], [holder])
+
     def test_a_host_unreachable_too_long_fails(self):
         inventory = self.write(self.name + "-gone.ini",
                                "h1 ansible_host=%s ansible_user=root ansible_port=2222 "
@@ -235,7 +252,7 @@ class Failures(RolloutTestCase):
         self.assertIn("h1: unreachable (ssh could not connect to ssh://root@%s:2222: ssh: "
                       "connect to host %s port 2222: Connection refused); next try in 1.0s"
                       % ((self.hosts[0].address,) * 2), cp.stdout)
-        self.assertRegex(cp.stdout, r"h1: FAILED: unreachable for 3\.\ds: ssh could not connect")
+        self.assertRegex(cp.stdout, r"h1: failed: unreachable for 3\.\ds: ssh could not connect")
 
 
 class Crash(RolloutTestCase):
@@ -291,7 +308,7 @@ class Unreachable(RolloutTestCase):
         reader.start()
         # Both the rollout and the watch are following h2's run when its link goes.
         harness.wait_until(lambda: [s for _, s in self.runs_of(h2)] == ["running"]
-                           and any(l.startswith("h2: found run") for l in watched),
+                           and any(l.startswith("h2: following run") for l in watched),
                            timeout=120, message="h2's run, followed by watch")
         h2.link(False)
         self.addCleanup(h2.link, True)
