@@ -201,7 +201,7 @@ TEST_CASE("connection variables give the ssh address, or say what is wrong", "[i
         "characters; expected ssh://[USER@]HOST[:PORT])");
 }
 
-TEST_CASE("--limit: Ansible's host patterns", "[inventory]") {
+TEST_CASE("limit patterns: Ansible's host patterns", "[inventory]") {
   Inventory inv = Must(kIni, "hosts.ini");
   auto limit = [&](const char* pattern) { return Names(LimitHosts(inv, pattern).value()); };
   using V = std::vector<std::string>;

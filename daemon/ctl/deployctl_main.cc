@@ -391,9 +391,10 @@ int main(int argc, char** argv) {
   try {
     if (*verbs.validate) return Validate(args.plans, args.var_args);
     if (*verbs.dial_stdio) return DialStdio(args.socket_path);
+    // A rollout's step talks to its own coordinator, whatever DEPLOYD_HOST it inherited.
+    if (*fleet.batch) return RolloutBatch(args.socket_path, fleet.key, fleet.batch_arg);
     ChooseRemoteHost(args.host, socket_flag);
     if (*fleet.rollout) return Rollout(fleet.options, args.socket_path);
-    if (*fleet.batch) return RolloutBatch(args.socket_path, fleet.key, fleet.batch_arg);
     if (*verbs.apply)
       return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait, args.wait_lock);
     if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);
