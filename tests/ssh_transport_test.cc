@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
+
 using namespace deployd;
 using namespace deployd::ctl;
 
@@ -61,6 +63,8 @@ TEST_CASE("what is not an ssh address is refused, saying why", "[ssh_transport]"
 }
 
 TEST_CASE("the ssh command line runs the host's deployctl dial-stdio", "[ssh_transport]") {
+  deployd::testing::TempDir runtime;
+  ::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1);
   ::unsetenv("DEPLOYD_SSH_COMMAND");
   SshTarget t = ParseSshUrl("ssh://ops@gpu1:2222").value();
   std::vector<std::string> argv = SshArgv(t, "/srv/it's.sock", SshMode{.batch = true});
@@ -79,6 +83,7 @@ TEST_CASE("the ssh command line runs the host's deployctl dial-stdio", "[ssh_tra
   CHECK(has("-o", "BatchMode=yes"));
   CHECK(SshArgv(t, "", SshMode{}).back() == "deployctl dial-stdio");
   CHECK(has("-o", "ControlMaster=auto"));
+  CHECK(has("-o", "ControlPath=" + runtime.File("deployctl-ssh") + "/%C"));
   argv = SshArgv(t, "", SshMode{.batch = true, .share = false});
   CHECK(has("-o", "ControlMaster=no"));
   CHECK(has("-o", "ControlPath=none"));
