@@ -3,7 +3,7 @@
 # Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
 # step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
 # `deployctl status RUN --json`, asked of the daemon that the command line names (its
-# --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
+# --host and --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
 # complete to nothing and nothing is printed. Needs no bash-completion helpers.
 # Installed as share/bash-completion/completions/deployctl.
 
@@ -47,22 +47,22 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve"
+  verbs+=" approve dial-stdio rollout rollout-batch"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
 
   # Global options come before the command; --socket VALUE or --socket=VALUE (which bash
-  # splits at the '=').
+  # splits at the '='), the same for --host.
   while ((i < COMP_CWORD)); do
     word=${COMP_WORDS[i]}
     case $word in
-      --socket)
+      --socket | --host)
         if [[ ${COMP_WORDS[i + 1]} == "=" ]]; then
-          socket=(--socket "${COMP_WORDS[i + 2]}")
+          socket+=("$word" "${COMP_WORDS[i + 2]}")
           ((i += 3))
         else
-          socket=(--socket "${COMP_WORDS[i + 1]}")
+          socket+=("$word" "${COMP_WORDS[i + 1]}")
           ((i += 2))
         fi
         continue
@@ -81,8 +81,10 @@ _deployctl() {
       [[ $cur == "=" ]] && cur=
       compopt -o filenames 2>/dev/null
       COMPREPLY=($(compgen -f -- "$cur"))
+    elif [[ $prev == --host || ($prev == "=" && ${COMP_WORDS[COMP_CWORD - 2]} == --host) ]]; then
+      return 0
     elif [[ $cur == -* ]]; then
-      COMPREPLY=($(compgen -W "--socket --help --version -h" -- "$cur"))
+      COMPREPLY=($(compgen -W "--socket --host --help --version -h" -- "$cur"))
     else
       COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
     fi
@@ -99,12 +101,22 @@ _deployctl() {
       continue
     fi
     case $word in
-      --var) skip=1 ;;
+      --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch) skip=1 ;;
+      -i | --inventory) skip=1 ;;
       -*) ;;
       *) positionals+=("$word") ;;
     esac
   done
-  [[ $prev == --var ]] && return 0
+  case $prev in
+    --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch)
+      return 0
+      ;;
+    -i | --inventory)
+      compopt -o filenames 2>/dev/null
+      COMPREPLY=($(compgen -f -- "$cur"))
+      return 0
+      ;;
+  esac
 
   local flags="-h --help"
   case $verb in
@@ -115,6 +127,10 @@ _deployctl() {
     watch) flags+=" --json" ;;
     logs) flags+=" -f --follow --json" ;;
     retry | skip) flags+=" --wait" ;;
+    rollout)
+      flags+=" -i --inventory -l --limit --serial --max-fail --var --unreachable-after --wait"
+      ;;
+    rollout-batch) flags+=" --key --batch" ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
@@ -123,7 +139,7 @@ _deployctl() {
 
   local want=
   case $verb:${#positionals[@]} in
-    validate:* | apply:0 | plan:0) want=plan ;;
+    validate:* | apply:0 | plan:0 | rollout:0) want=plan ;;
     status:0 | watch:0 | why:0 | cancel:0 | pause:0 | resume:0) want=run ;;
     logs:0 | retry:0 | skip:0 | approve:0) want=run ;;
     logs:1 | retry:1 | skip:1 | approve:1) want=step ;;

@@ -46,11 +46,12 @@ function __deployctl_parse
             continue
         end
         switch $t
-            case --socket
+            case --socket --host
                 set skip socket
             case '--socket=*'
                 set socket --socket (string replace -- --socket= '' $t)
-            case --var
+            case '--host=*'
+            case --var -i --inventory -l --limit --serial --max-fail --unreachable-after --key --batch
                 set skip var
             case '-*'
             case '*'
@@ -74,7 +75,7 @@ function __deployctl_wants --argument-names kind
     switch $kind
         case plan
             contains -- $verb validate; and return 0
-            contains -- $verb apply plan; and test $position = 1
+            contains -- $verb apply plan rollout; and test $position = 1
         case run
             contains -- $verb status watch why cancel pause resume logs retry skip approve
             and test $position = 1
@@ -94,12 +95,11 @@ function __deployctl_ask
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --socket
-                set socket --socket $tokens[(math $i + 1)]
-                break
-            case '--socket=*'
-                set socket --socket (string replace -- --socket= '' $tokens[$i])
-                break
+            case --socket --host
+                set -a socket $tokens[$i] $tokens[(math $i + 1)]
+                set i (math $i + 1)
+            case '--socket=*' '--host=*'
+                set -a socket $tokens[$i]
             case '-*'
             case '*'
                 break
@@ -135,13 +135,15 @@ function __deployctl_plans
     end
 end
 
-set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve
+set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
+    dial-stdio rollout rollout-batch
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
 
 # Before the command.
 complete -c deployctl -n $top -l socket -r -F -d "deployd's socket"
+complete -c deployctl -n $top -l host -x -d 'Reach deployd on another host: ssh://[USER@]HOST[:PORT]'
 complete -c deployctl -n $top -l version -d 'Print the version and exit'
 complete -c deployctl -s h -l help -d 'Print help and exit'
 complete -c deployctl -n $top -a validate -d 'Check plans without running them (offline)'
@@ -158,9 +160,20 @@ complete -c deployctl -n $top -a skip -d 'Mark a step skipped and let its run go
 complete -c deployctl -n $top -a pause -d 'Start no new step until resumed'
 complete -c deployctl -n $top -a resume -d 'Let a paused run go on'
 complete -c deployctl -n $top -a approve -d 'Let an approval step that is waiting go on'
+complete -c deployctl -n $top -a dial-stdio -d "Join stdin and stdout to deployd's socket (for --host)"
+complete -c deployctl -n $top -a rollout -d 'Apply a plan across an Ansible inventory, in batches'
+complete -c deployctl -n $top -a rollout-batch -d "Drive one batch of a rollout (its steps run it)"
 
 # Each command's flags.
-complete -c deployctl -n "$after validate apply plan" -l var -x -d 'NAME=VALUE override'
+complete -c deployctl -n "$after validate apply plan rollout" -l var -x -d 'NAME=VALUE override'
+complete -c deployctl -n "$after rollout" -s i -l inventory -r -F -d 'Ansible inventory (INI or YAML)'
+complete -c deployctl -n "$after rollout" -s l -l limit -x -d 'Only these hosts: an Ansible pattern'
+complete -c deployctl -n "$after rollout" -l serial -x -d 'Batch size, N or N%'
+complete -c deployctl -n "$after rollout" -l max-fail -x -d 'Failed hosts a batch may have, K or K%'
+complete -c deployctl -n "$after rollout" -l unreachable-after -x -d 'How long a host may stay unreachable'
+complete -c deployctl -n "$after rollout" -l wait -d 'Show the hosts live until the rollout ends'
+complete -c deployctl -n "$after rollout-batch" -l key -x -d "The rollout's key"
+complete -c deployctl -n "$after rollout-batch" -l batch -x -d 'The batch, from 1, or all'
 complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
 complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the one holding the plan\'s lock'
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'

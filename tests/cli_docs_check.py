@@ -74,7 +74,7 @@ def main(argv):
     commands = man.split("\n# COMMANDS\n", 1)[-1].split("\n# ", 1)[0]
     entries = {}
     for block in re.split(r"\n(?=\*\w)", commands):
-        m = re.match(r"\*(\w+)\*", block)
+        m = re.match(r"\*([\w-]+)\*", block)
         if m:
             entries[m.group(1)] = block
     for verb in verbs:

@@ -399,3 +399,35 @@ TEST_CASE("request handlers: logs -f streams a step's output until its processes
   CHECK(json::serialize(lines.back()) ==
         R"({"type":"end","run":"two-1","step":"hello","state":"succeeded"})");
 }
+
+TEST_CASE("request handlers: apply with an idempotency key creates one run, then finds it") {
+  Daemon d;
+  json::object first = d.Ask({{"op", "apply"}, {"plan_text", kTwoSteps}, {"key", "r1/gpu1"}});
+  REQUIRE(first.at("ok") == true);
+  CHECK(first.at("existing") == false);
+  std::string run(first.at("run").as_string());
+  d.RunUntilState(run, "succeeded");
+  // The same apply again, even after the run has finished: the same run, nothing started.
+  json::object again = d.Ask({{"op", "apply"}, {"plan_text", kTwoSteps}, {"key", "r1/gpu1"}});
+  REQUIRE(again.at("ok") == true);
+  CHECK(again.at("run").as_string() == run);
+  CHECK(again.at("existing") == true);
+  CHECK(d.Ask({{"op", "runs"}}).at("runs").as_array().size() == 1);
+  json::object status = d.Ask({{"op", "status"}, {"key", "r1/gpu1"}});
+  REQUIRE(status.at("ok") == true);
+  CHECK(status.at("run").at("id").as_string() == run);
+  CHECK(status.at("run").at("key") == "r1/gpu1");
+  CHECK(d.Ask({{"op", "status"}, {"run", "two-1"}}).at("run").at("key") == "r1/gpu1");
+
+  CHECK(Error(d.Ask({{"op", "apply"}, {"plan_text", kFailing}, {"key", "r1/gpu1"}})) ==
+        "idempotency key 'r1/gpu1' already names run two-1, created from another plan text or "
+        "other variables");
+  CHECK(Error(d.Ask({{"op", "status"}, {"key", "r1/gpu2"}})) == "no run has key 'r1/gpu2'");
+  CHECK(Error(d.Ask({{"op", "apply"}, {"plan_text", kTwoSteps}, {"key", ""}})) ==
+        "bad request: apply's \"key\" must be a string of 1 to 256 bytes");
+  CHECK(Error(d.Ask({{"op", "apply"}, {"plan_text", kTwoSteps}, {"key", 7}})) ==
+        "bad request: apply's \"key\" must be a string of 1 to 256 bytes");
+  CHECK(Error(d.Ask({{"op", "apply"}, {"plan_text", kTwoSteps}, {"key", "a\nb"}})) ==
+        "bad request: apply's \"key\" must not hold control characters");
+  CHECK(d.Ask({{"op", "runs"}}).at("runs").as_array().size() == 1);
+}

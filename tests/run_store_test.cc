@@ -457,7 +457,7 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
 
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");  // stored in the file itself
-  CHECK(raw.Query("PRAGMA user_version") == "4");
+  CHECK(raw.Query("PRAGMA user_version") == std::to_string(RunStore::kSchemaVersion));
   // synchronous belongs to each connection: this one shows Debian's WAL default, which is
   // also FULL (build-facts §8); the store's own connection is read through ReadPragma.
   CHECK(raw.Query("PRAGMA synchronous") == "2");
@@ -532,8 +532,9 @@ TEST_CASE("a newer schema is refused and left untouched", "[run_store]") {
   auto store = RunStore::Open(path);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() ==
-        path +
-            ": schema version 7 is newer than this deployd understands (4); run a newer "
+        path + ": schema version 7 is newer than this deployd understands (" +
+            std::to_string(RunStore::kSchemaVersion) +
+            "); run a newer "
             "deployd or move the file away");
   CHECK(ReadBytes(path) == before);
 }
@@ -968,7 +969,7 @@ TEST_CASE("a version 1 database is migrated to the current version and keeps its
   CHECK(MustEvents(*store, "old-3").size() == 5);
 
   RawDb raw(path);
-  CHECK(raw.Query("PRAGMA user_version") == "4");
+  CHECK(raw.Query("PRAGMA user_version") == std::to_string(RunStore::kSchemaVersion));
   CHECK(raw.Query("PRAGMA journal_mode") == "wal");
   // The history is still protected: the triggers came through the migration.
   CHECK(raw.Query("DELETE FROM events") == "ERROR: events are append-only");
@@ -986,9 +987,9 @@ TEST_CASE("a migration that fails leaves the database at its version", "[run_sto
   WriteV1Database(path, "ALTER TABLE steps ADD COLUMN action TEXT;");
   auto store = RunStore::Open(path);
   REQUIRE_FALSE(store.ok());
-  CHECK(store.status().message() == path +
-                                        ": cannot migrate the schema from version 1 to 4: "
-                                        "duplicate column name: action");
+  CHECK(store.status().message() == path + ": cannot migrate the schema from version 1 to " +
+                                        std::to_string(RunStore::kSchemaVersion) +
+                                        ": duplicate column name: action");
   RawDb raw(path);
   CHECK(raw.Query("PRAGMA user_version") == "1");
   CHECK(raw.Query("SELECT count(*) FROM events") == "3");

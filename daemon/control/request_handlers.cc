@@ -49,6 +49,31 @@ bool NeedsRun(const std::string& op) {
          op == "approve" || op == "pause" || op == "resume" || op == "why";
 }
 
+// An idempotency key, "" when the request has none: printable text, and not too long to be
+// kept in every run's row.
+Result<std::string> DecodeKey(const json::object& request, const std::string& op) {
+  const json::value* v = request.if_contains("key");
+  if (!v) return std::string();
+  constexpr size_t kMaxKey = 256;
+  if (!v->is_string() || v->as_string().empty() || v->as_string().size() > kMaxKey)
+    return Status::Error("bad request: " + op + "'s \"key\" must be a string of 1 to " +
+                         std::to_string(kMaxKey) + " bytes");
+  for (unsigned char c : v->as_string())
+    if (c < 0x20 || c == 0x7f)
+      return Status::Error("bad request: " + op + "'s \"key\" must not hold control characters");
+  return std::string(v->as_string());
+}
+
+// `status` of the run created under an idempotency key.
+json::object StatusByKey(RequestContext& context, const json::object& request) {
+  Result<std::string> key = DecodeKey(request, "status");
+  if (!key.ok()) return ErrorAnswer(key.status().message());
+  Result<std::optional<RunRecord>> loaded = context.store.LoadRunByKey(key.value(), true);
+  if (!loaded.ok()) return ErrorAnswer(loaded.status().message());
+  if (!loaded.value()) return ErrorAnswer("no run has key '" + key.value() + "'");
+  return HandleStatus(context, *loaded.value());
+}
+
 // The reads: status, why, logs, of a run that must be recorded.
 json::object AnswerRead(RequestContext& context, const std::string& op, const std::string& run,
                         const json::string* step) {
@@ -105,6 +130,8 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
   const std::string op = RequestOp(request);
   if (op == "ping") return HandlePing();
   if (op == "runs") return HandleRuns(context);
+  if (op == "status" && !request.contains("run") && request.contains("key"))
+    return StatusByKey(context, request);
   if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
   const json::string* run_field = StringField(request, "run");
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
@@ -139,9 +166,12 @@ asio::awaitable<json::object> HandleApply(RequestContext& context, json::object 
   Result<PlanSubmission> plan = DecodePlanSubmission(request, "apply");
   if (!plan.ok()) co_return ErrorAnswer(plan.status().message());
   const json::value* wait_lock = request.if_contains("wait_lock");
+  Result<std::string> key = DecodeKey(request, "apply");
+  if (!key.ok()) co_return ErrorAnswer(key.status().message());
   ParseResult parsed = co_await ParsePlanAside(plan->text, plan->file, plan->vars);
-  ApplyResult r = context.runs.Apply(std::move(parsed), plan->text, plan->file, plan->vars,
-                                     wait_lock && wait_lock->is_bool() && wait_lock->as_bool());
+  ApplyResult r =
+      context.runs.Apply(std::move(parsed), plan->text, plan->file, plan->vars,
+                         wait_lock && wait_lock->is_bool() && wait_lock->as_bool(), key.value());
   if (!r.status.ok()) {
     json::object o = ErrorAnswer(r.status.message());
     if (!r.diagnostics.empty()) {
@@ -153,6 +183,7 @@ asio::awaitable<json::object> HandleApply(RequestContext& context, json::object 
   }
   json::object o = OkAnswer();
   o["run"] = r.run_id;
+  o["existing"] = r.existing;
   co_return o;
 }
 

@@ -20,6 +20,10 @@ namespace json = boost::json;
 void Die(int code, const std::string& message) { throw Exit{code, message}; }
 
 Client::Client(const std::string& path) : path_(path) {
+  if (const SshTarget* host = RemoteHost()) {
+    ConnectOverSsh(*host);
+    return;
+  }
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -31,7 +35,31 @@ Client::Client(const std::string& path) : path_(path) {
                               "deployd`; --socket or DEPLOYD_SOCKET choose another socket)");
 }
 
-Client::~Client() { ::close(fd_); }
+Client::~Client() {
+  if (!ssh_) ::close(fd_);
+}
+
+// deployd's ping answer proves every layer: ssh connected, the host's deployctl ran, its
+// socket answered and served this user. A refusal on the way names the layer that refused.
+void Client::ConnectOverSsh(const SshTarget& host) {
+  path_ = host.Url();
+  Result<std::unique_ptr<SshChannel>> channel = SshChannel::Start(host, RemoteSocket(), SshMode{});
+  if (!channel.ok()) Die(kExitUnreachable, channel.status().message());
+  ssh_ = std::move(channel.value());
+  fd_ = ssh_->fd();
+  Send({{"op", "ping"}});
+  json::object answer = Receive();
+  if (!answer["ok"].as_bool()) {
+    if (std::optional<std::string> why = Refusal(host, answer)) Die(kExitUnreachable, *why);
+    Refused(answer);
+  }
+  connected_ = true;
+}
+
+void Client::Broken(const std::string& local) {
+  if (ssh_) Die(kExitUnreachable, ssh_->Explain(connected_));
+  Die(kExitUnreachable, local);
+}
 
 void Client::Send(json::object request) {
   request["v"] = kProtocolVersion;
@@ -49,7 +77,7 @@ void Client::Send(json::object request) {
       } catch (const Exit&) {
       }
       if (answer && answer->contains("ok") && !(*answer)["ok"].as_bool()) Refused(*answer);
-      Die(kExitUnreachable, "lost the connection to deployd at " + path_);
+      Broken("lost the connection to deployd at " + path_);
     }
     off += static_cast<size_t>(n);
   }
@@ -72,7 +100,7 @@ json::object Client::Receive() {
     char chunk[65536];
     ssize_t n = ::read(fd_, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) Die(kExitUnreachable, "deployd closed the connection");
+    if (n <= 0) Broken("deployd closed the connection");
     buffer_.append(chunk, static_cast<size_t>(n));
   }
 }
@@ -91,9 +119,21 @@ std::optional<json::object> Client::Receive(std::chrono::milliseconds timeout) {
     char chunk[65536];
     ssize_t n = ::read(fd_, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) Die(kExitUnreachable, "deployd closed the connection");
+    if (n <= 0) Broken("deployd closed the connection");
     buffer_.append(chunk, static_cast<size_t>(n));
   }
+}
+
+std::optional<json::object> Client::ReceiveReady() {
+  if (std::optional<json::object> line = TakeLine()) return line;
+  pollfd pfd{fd_, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return std::nullopt;
+  char chunk[65536];
+  ssize_t n = ::read(fd_, chunk, sizeof(chunk));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return std::nullopt;
+  if (n <= 0) Broken("deployd closed the connection");
+  buffer_.append(chunk, static_cast<size_t>(n));
+  return TakeLine();
 }
 
 json::object Client::Call(json::object request) {

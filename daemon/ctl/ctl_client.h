@@ -11,9 +11,12 @@
 #include <boost/json/object.hpp>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "ctl/ssh_transport.h"
 
 namespace deployd::ctl {
 
@@ -28,7 +31,8 @@ struct Exit {
 // One connection to the daemon. Lines in, lines out.
 class Client {
  public:
-  // Connects, or dies with kExitUnreachable and a hint.
+  // Connects, or dies with kExitUnreachable and a hint. With a RemoteHost() (--host), to the
+  // deployd there through ssh (ssh_transport.h) instead, its errors naming the layer.
   explicit Client(const std::string& path);
   ~Client();
   Client(const Client&) = delete;
@@ -39,17 +43,27 @@ class Client {
   boost::json::object Receive();
   // The next line, or nothing when none arrives within `timeout`.
   std::optional<boost::json::object> Receive(std::chrono::milliseconds timeout);
+  // The next line if it can be had without waiting (what one read gives now).
+  std::optional<boost::json::object> ReceiveReady();
 
   // Sends a request and returns its answer; a refusal ends deployctl with exit code 2 (3 when
   // this user may not talk to deployd at all).
   boost::json::object Call(boost::json::object request);
   [[noreturn]] static void Refused(const boost::json::object& answer);
 
+  // The connection, for a poll(2) that waits on it among others (host_session.h).
+  int fd() const { return fd_; }
+
  private:
   std::optional<boost::json::object> TakeLine();
+  void ConnectOverSsh(const SshTarget& host);
+  // The connection has ended: dies saying why (`local` when there is no ssh to ask).
+  [[noreturn]] void Broken(const std::string& local);
   std::string path_;
   int fd_ = -1;
   std::string buffer_;
+  std::unique_ptr<SshChannel> ssh_;
+  bool connected_ = false;  // deployd answered through ssh_
 };
 
 // Fields of an answer: "" / 0 when absent or of another type.

@@ -2,7 +2,6 @@
 // in place (ANSI: cursor up, clear line; no curses), after each line of the `follow` stream and
 // once a second while the run goes on, so that elapsed times, rates and "no progress for …"
 // keep moving between events. Elsewhere it is the plain follow of ctl_follow.cc.
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -11,6 +10,7 @@
 #include <iostream>
 
 #include "ctl/ctl_verbs.h"
+#include "ctl/terminal_screen.h"
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
 #include "protocol/answer.h"
@@ -23,34 +23,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr auto kTick = std::chrono::seconds(1);
-
-// Read at every frame: the window may have been resized.
-winsize TerminalSize() {
-  winsize ws{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0) {
-    ws.ws_col = 80;
-    ws.ws_row = 24;
-  }
-  return ws;
-}
-
-// Redraws the previous frame's lines in place: up to its first line, each line cleared and
-// written again, and whatever the old frame had below the new one cleared.
-class Screen {
- public:
-  void Draw(const std::vector<std::string>& lines) {
-    std::string out;
-    if (drawn_ > 0) out += "\x1b[" + std::to_string(drawn_) + "A";
-    for (const std::string& line : lines) out += "\r\x1b[2K" + line + "\n";
-    out += "\x1b[J";
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
-    drawn_ = lines.size();
-  }
-
- private:
-  size_t drawn_ = 0;
-};
 
 int WatchTerminal(Client& client, const std::string& run_id) {
   client.Send({{"op", "follow"}, {"run", run_id}});

@@ -11,6 +11,10 @@
 
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_verbs.h"
+#include "ctl/dial_stdio.h"
+#include "ctl/plan_input.h"
+#include "ctl/rollout_verbs.h"
+#include "ctl/ssh_transport.h"
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
 #include "deployd/states.h"
@@ -26,25 +30,6 @@ using namespace deployd::ctl;
 namespace json = boost::json;
 
 namespace {
-
-std::string ReadPlan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Die(kExitUsage, "cannot read plan " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::map<std::string, std::string> ParseVars(const std::vector<std::string>& pairs) {
-  std::map<std::string, std::string> vars;
-  for (const auto& p : pairs) {
-    auto eq = p.find('=');
-    if (eq == std::string::npos || eq == 0)
-      Die(kExitUsage, "--var expects NAME=VALUE, got '" + p + "'");
-    vars[p.substr(0, eq)] = p.substr(eq + 1);
-  }
-  return vars;
-}
 
 void PrintRun(const WireRun& run) {
   std::cout << "run:     " << run.id << " (plan " << run.plan << ", from " << run.plan_file
@@ -185,6 +170,7 @@ int ShowLogs(Client& client, const std::string& run_id, const std::string& step_
 // The command line: the verb chosen and what was given with it.
 struct Args {
   std::string socket_path;
+  std::string host;
   std::vector<std::string> plans;
   std::vector<std::string> var_args;
   std::string run_id;
@@ -210,7 +196,55 @@ struct Verbs {
   CLI::App* pause;
   CLI::App* resume;
   CLI::App* approve;
+  CLI::App* dial_stdio;
 };
+
+// The fleet's verbs (rollout_verbs.h) and what was given with them.
+struct FleetVerbs {
+  CLI::App* rollout;
+  CLI::App* batch;
+  RolloutOptions options;
+  std::string key;
+  std::string batch_arg;
+};
+
+void DefineFleetVerbs(CLI::App& app, FleetVerbs& f) {
+  RolloutOptions& o = f.options;
+  f.rollout = app.add_subcommand(
+      "rollout", "apply a plan across the hosts of an Ansible inventory, in batches, over ssh");
+  f.rollout->add_option("plan", o.plan, "plan file")->required();
+  f.rollout->add_option("-i,--inventory", o.inventory, "Ansible inventory (INI or YAML)")
+      ->required();
+  f.rollout->add_option("-l,--limit", o.limit, "only these hosts: an Ansible host pattern");
+  f.rollout->add_option("--serial", o.serial,
+                        "batch size, N or N% of the hosts; repeated: the sizes in turn, the last "
+                        "one repeating (default: all at once)");
+  f.rollout->add_option("--max-fail", o.max_fail,
+                        "failed hosts a batch may have before the rollout stops, K or K% "
+                        "(default 0)");
+  f.rollout->add_option("--var", o.vars, "NAME=VALUE override, for every host");
+  f.rollout->add_option("--unreachable-after", o.unreachable_after,
+                        "how long a host may stay unreachable before it counts as failed "
+                        "(default 10m)");
+  f.rollout->add_flag("--wait", o.wait, "show the hosts live until the rollout ends");
+
+  f.batch = app.add_subcommand("rollout-batch",
+                               "drive one batch of a rollout (what a rollout's steps run)");
+  f.batch->add_option("--key", f.key, "the rollout's key")->required();
+  f.batch->add_option("--batch", f.batch_arg, "the batch, from 1, or all (the verdict)")
+      ->required();
+}
+
+// watch, why and retry of a rollout take on all of its hosts; nullopt for another run.
+std::optional<int> RolloutVerb(const Verbs& v, const Args& a, Client& client) {
+  if (!(*v.watch || *v.why || *v.retry) || (*v.watch && a.json_out) || !a.step_id.empty())
+    return std::nullopt;
+  std::optional<RolloutRun> rollout = FindRollout(client, a.run_id);
+  if (!rollout) return std::nullopt;
+  if (*v.watch) return WatchRollout(client, *rollout);
+  if (*v.why) return WhyRollout(*rollout, a.json_out);
+  return RetryRollout(client, *rollout, a.wait);
+}
 
 Verbs DefineVerbs(CLI::App& app, Args& a) {
   Verbs v;
@@ -275,12 +309,16 @@ Verbs DefineVerbs(CLI::App& app, Args& a) {
   v.approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
   v.approve->add_option("run", a.run_id)->required();
   v.approve->add_option("step", a.step_id)->required();
+
+  v.dial_stdio = app.add_subcommand(
+      "dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)");
   return v;
 }
 
 // The verbs that talk to a running daemon over one connection.
 int RunClientVerb(const Verbs& v, const Args& a) {
   Client client(a.socket_path);
+  if (std::optional<int> code = RolloutVerb(v, a, client)) return *code;
   const std::string& run_id = a.run_id;
   const std::string& step_id = a.step_id;
   if (*v.watch) return a.json_out ? WatchJson(client, run_id) : WatchRun(client, run_id);
@@ -332,8 +370,13 @@ int main(int argc, char** argv) {
   Args args;
   app.add_option("--socket", args.socket_path,
                  "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
+  app.add_option("--host", args.host,
+                 "reach deployd on another host through ssh: ssh://[USER@]HOST[:PORT] "
+                 "(default: $DEPLOYD_HOST; --socket then names the socket there)");
   app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
   Verbs verbs = DefineVerbs(app, args);
+  FleetVerbs fleet;
+  DefineFleetVerbs(app, fleet);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -341,6 +384,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
+  const std::string socket_flag = args.socket_path;
   if (args.socket_path.empty()) {
     const char* env = std::getenv("DEPLOYD_SOCKET");
     args.socket_path = env && *env ? env : DefaultSocketPath();
@@ -348,6 +392,11 @@ int main(int argc, char** argv) {
 
   try {
     if (*verbs.validate) return Validate(args.plans, args.var_args);
+    if (*verbs.dial_stdio) return DialStdio(args.socket_path);
+    // A rollout's step talks to its own coordinator, whatever DEPLOYD_HOST it inherited.
+    if (*fleet.batch) return RolloutBatch(args.socket_path, fleet.key, fleet.batch_arg);
+    ChooseRemoteHost(args.host, socket_flag);
+    if (*fleet.rollout) return Rollout(fleet.options, args.socket_path);
     if (*verbs.apply)
       return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait, args.wait_lock);
     if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);

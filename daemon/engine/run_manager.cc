@@ -104,17 +104,35 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 }  // namespace
 
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
-                              const std::map<std::string, std::string>& vars, bool wait_lock) {
-  return Apply(ParsePlan(plan_text, plan_file, vars), plan_text, plan_file, vars, wait_lock);
+                              const std::map<std::string, std::string>& vars, bool wait_lock,
+                              const std::string& key) {
+  return Apply(ParsePlan(plan_text, plan_file, vars), plan_text, plan_file, vars, wait_lock, key);
 }
 
 ApplyResult RunManager::Apply(ParseResult parsed, const std::string& plan_text,
                               const std::string& plan_file,
-                              const std::map<std::string, std::string>& vars, bool wait_lock) {
+                              const std::map<std::string, std::string>& vars, bool wait_lock,
+                              const std::string& key) {
   ApplyResult result;
   if (Status s = RefuseWhileBlocked(); !s.ok()) {
     result.status = s;
     return result;
+  }
+  if (!key.empty()) {
+    Result<std::optional<RunRecord>> found = store_.LoadRunByKey(key, false);
+    if (!found.ok() || found.value()) {
+      if (!found.ok()) {
+        result.status = found.status();
+      } else if (found.value()->plan_text != plan_text || found.value()->vars != vars) {
+        result.status =
+            Status::Error("idempotency key '" + key + "' already names run " + found.value()->id +
+                          ", created from another plan text or other variables");
+      } else {
+        result.run_id = found.value()->id;
+        result.existing = true;
+      }
+      return result;
+    }
   }
   if (!parsed.plan) {
     for (const auto& d : parsed.errors) result.diagnostics.push_back(d.Format());
@@ -132,6 +150,7 @@ ApplyResult RunManager::Apply(ParseResult parsed, const std::string& plan_text,
     return result;
   }
   RunRecord record = NewRunRecord(*parsed.plan, plan_text, plan_file, vars);
+  record.key = key;
   if (holder)
     record.reason =
         "waiting for lock '" + parsed.plan->lock + "' (held by run " + holder->record.id + ")";

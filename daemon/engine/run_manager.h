@@ -89,6 +89,7 @@ struct RunManagerOptions {
 
 struct ApplyResult {
   std::string run_id;                    // set on success
+  bool existing = false;                 // the run of the same key, created before
   std::vector<std::string> diagnostics;  // formatted plan errors
   Status status;                         // !ok: why nothing was started
 };
@@ -103,13 +104,17 @@ class RunManager {
   // Validates the plan with the variables, records the run and starts it.
   // One run holds a plan's lock at a time: while another holds it, the apply is refused
   // (naming the holder) or, with `wait_lock`, the run is recorded pending and starts once the
-  // runs before it have finished.
+  // runs before it have finished. With an idempotency `key`, the run once created under it is
+  // the answer (`existing`), whatever its state, and nothing is started; the same key with
+  // another plan text or other variables is refused.
   ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
-                    const std::map<std::string, std::string>& vars, bool wait_lock = false);
+                    const std::map<std::string, std::string>& vars, bool wait_lock = false,
+                    const std::string& key = "");
   // The same with the plan already parsed (`parsed` is ParsePlan of the text, file and vars:
   // the control server parses on a thread of its own, so a large plan does not hold this one).
   ApplyResult Apply(ParseResult parsed, const std::string& plan_text, const std::string& plan_file,
-                    const std::map<std::string, std::string>& vars, bool wait_lock = false);
+                    const std::map<std::string, std::string>& vars, bool wait_lock = false,
+                    const std::string& key = "");
   // Stops every attempt of the run; once all their processes are gone, the run is cancelled
   // and `done` called (Ok), or at once with why it cannot be cancelled.
   void Cancel(const std::string& run_id, std::function<void(Status)> done);

@@ -44,6 +44,7 @@ WireRun ToWire(const RunRecord& run) {
   w.finished_at_ms = run.finished_at_ms;
   w.reason = run.reason;
   w.vars = run.vars;
+  w.key = run.key;
   w.evidence = ParsedJson(run.evidence);
   for (const StepRecord& s : run.steps) w.steps.push_back(ToWire(s));
   return w;

@@ -97,6 +97,7 @@ json::object EncodeRun(const WireRun& run) {
   json::object vars;
   for (const auto& [k, v] : run.vars) vars[k] = v;
   o["vars"] = std::move(vars);
+  if (!run.key.empty()) o["key"] = run.key;
   if (run.evidence) o["evidence"] = *run.evidence;
   if (!run.storage_fault.empty()) o["storage_fault"] = run.storage_fault;
   if (!run.steps.empty()) {
@@ -121,6 +122,7 @@ WireRun DecodeRun(const json::object& o) {
     for (const auto& [k, v] : *vars)
       if (v.is_string()) run.vars[std::string(k)] = std::string(v.as_string());
   }
+  run.key = f.Str("key");
   run.evidence = f.Value("evidence");
   run.storage_fault = f.Str("storage_fault");
   if (const json::value* steps = o.if_contains("steps"); steps && steps->is_array()) {

@@ -4,7 +4,7 @@
 // reads. Encoding is exact: `status --json` prints these objects as they came.
 //
 //   run:      {"id", "plan", "plan_file", "state", "created_at_ms", "finished_at_ms", "reason",
-//              "vars": {…}, "evidence"?, "storage_fault"?, "steps"?: [step…]}
+//              "vars": {…}, "key"?, "evidence"?, "storage_fault"?, "steps"?: [step…]}
 //   step:     {"id", "phase", "state", "attempts", "started_at_ms", "finished_at_ms",
 //              "exit_status" (null when none), "pid"?, "action"?, "reason", "evidence"?,
 //              "progress"?}
@@ -62,6 +62,7 @@ struct WireRun {
   std::int64_t finished_at_ms = 0;
   std::string reason;
   std::map<std::string, std::string> vars;
+  std::string key;  // its idempotency key; "" = none (sent without "key")
   std::optional<boost::json::value> evidence;
   // While deployd cannot record what this unfinished run does (a full disk, …): one line, ""
   // otherwise. Not stored: the store is what refuses it.

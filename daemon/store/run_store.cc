@@ -56,6 +56,7 @@ Result<RunRecord> ReadRun(const std::string& path, const Use& q) {
   run.finished_at_ms = q.Int(7);
   run.reason = q.Text(8);
   run.evidence = q.Text(9);
+  run.key = q.Text(10);
   return run;
 }
 
@@ -151,7 +152,8 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
         .Bind(8, run.created_at_ms)
         .Bind(9, run.finished_at_ms)
         .Bind(10, run.reason)
-        .Bind(11, run.evidence);
+        .Bind(11, run.evidence)
+        .Bind(12, run.key);
     if (q.Step() != SQLITE_DONE) return fail();
   }
   for (const StepRecord& step : run.steps) {
@@ -244,25 +246,39 @@ Status LoadSteps(const std::string& path, sqlite3* db, sqlite3_stmt* select_step
   return Status::Ok();
 }
 
+// The run of a bound `SELECT kRunColumns` that finds at most one, with its steps if asked.
+Result<std::optional<RunRecord>> LoadOneRun(const std::string& path, sqlite3* db,
+                                            sqlite3_stmt* select_steps, Use& q,
+                                            const std::string& what, bool with_steps) {
+  std::optional<RunRecord> run;
+  int rc = q.Step();
+  if (rc == SQLITE_DONE) return run;
+  if (rc != SQLITE_ROW) return SqlError(path, db, "cannot load " + what);
+  auto read = ReadRun(path, q);
+  if (!read.ok()) return read.status();
+  run = std::move(*read);
+  if (with_steps) {
+    if (Status s = LoadSteps(path, db, select_steps, *run); !s.ok()) return s;
+  }
+  return run;
+}
+
 }  // namespace
 
 Result<std::optional<RunRecord>> RunStore::LoadRun(const std::string& id, bool with_steps) {
   return ExceptionsAsStatus(path_, "cannot load a run", [&]() -> Result<std::optional<RunRecord>> {
-    std::optional<RunRecord> run;
-    {
-      Use q(stmts_->select_run.get());
-      q.Bind(1, id);
-      int rc = q.Step();
-      if (rc == SQLITE_DONE) return run;
-      if (rc != SQLITE_ROW) return SqlError(path_, db_, "cannot load run " + id);
-      auto read = ReadRun(path_, q);
-      if (!read.ok()) return read.status();
-      run = std::move(*read);
-    }
-    if (with_steps) {
-      if (Status s = LoadSteps(path_, db_, stmts_->select_steps.get(), *run); !s.ok()) return s;
-    }
-    return run;
+    Use q(stmts_->select_run.get());
+    q.Bind(1, id);
+    return LoadOneRun(path_, db_, stmts_->select_steps.get(), q, "run " + id, with_steps);
+  });
+}
+
+Result<std::optional<RunRecord>> RunStore::LoadRunByKey(const std::string& key, bool with_steps) {
+  return ExceptionsAsStatus(path_, "cannot load a run", [&]() -> Result<std::optional<RunRecord>> {
+    Use q(stmts_->select_run_by_key.get());
+    q.Bind(1, key);
+    return LoadOneRun(path_, db_, stmts_->select_steps.get(), q, "the run of key '" + key + "'",
+                      with_steps);
   });
 }
 

@@ -62,6 +62,8 @@ struct RunRecord {
   std::string reason;             // why the run ended as it did
   std::string evidence;           // JSON object text (e.g. the failed preflight), "" when none
   std::vector<StepRecord> steps;  // ordered by index; empty when loaded without steps
+  // The idempotency key it was created under ("" = none); no two runs share one.
+  std::string key;
 };
 
 struct EventRecord {
@@ -127,6 +129,8 @@ class RunStore {
   void SetFirstRunNumber(std::int64_t n) { first_run_number_ = n; }
 
   Result<std::optional<RunRecord>> LoadRun(const std::string& id, bool with_steps = true);
+  // The run created under idempotency key `key` (not ""), if any.
+  Result<std::optional<RunRecord>> LoadRunByKey(const std::string& key, bool with_steps = true);
   // Newest first. `limit` 0 = all.
   Result<std::vector<RunRecord>> ListRuns(bool with_steps, int limit = 0);
   // Runs whose state is not terminal, oldest first, with their steps.
@@ -141,7 +145,7 @@ class RunStore {
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life

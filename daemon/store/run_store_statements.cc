@@ -24,7 +24,8 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
       {&s->next_run_seq, "SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"},
       {&s->insert_run,
        "INSERT INTO runs (id, seq, plan_name, plan_file, plan_text, vars, state, created_at_ms, "
-       "finished_at_ms, reason, evidence) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
+       "finished_at_ms, reason, evidence, idem_key) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"},
       {&s->insert_step,
        "INSERT INTO steps (run_id, idx, id, phase, state, attempts, started_at_ms, "
        "finished_at_ms, exit_status, pid, reason, evidence, action, due_at_ms) "
@@ -46,6 +47,7 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
        "action = ?13, due_at_ms = ?14 "
        "WHERE run_id = ?1 AND idx = ?2 AND id = ?3"},
       {&s->select_run, "SELECT " + run_columns + " FROM runs WHERE id = ?1"},
+      {&s->select_run_by_key, "SELECT " + run_columns + " FROM runs WHERE idem_key = ?1"},
       {&s->select_runs, "SELECT " + run_columns + " FROM runs ORDER BY seq DESC LIMIT ?1"},
       {&s->select_unfinished, "SELECT " + run_columns + " FROM runs WHERE state NOT IN (" +
                                   unfinished + ") ORDER BY seq LIMIT ?1"},

@@ -18,6 +18,7 @@ struct RunStore::Statements {
   sqlite::Statement begin, commit, rollback;
   sqlite::Statement next_run_seq, insert_run, insert_step, insert_event, update_run, update_step;
   sqlite::Statement select_run, select_runs, select_unfinished, select_steps, select_events;
+  sqlite::Statement select_run_by_key;
 
   // Fails with sqlite's message when the schema is not the one these statements expect.
   static Result<std::unique_ptr<Statements>> Prepare(sqlite3* db);
@@ -26,7 +27,7 @@ struct RunStore::Statements {
 // The columns every select_run* statement returns, in order (run_store.cc reads them).
 inline constexpr const char* kRunColumns =
     "id, plan_name, plan_file, plan_text, vars, state, created_at_ms, finished_at_ms, reason, "
-    "evidence";
+    "evidence, idem_key";
 
 }  // namespace deployd
 

@@ -14,7 +14,7 @@ using sqlite::Exec;
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 4> kMigrations = {
+constexpr std::array<const char*, 5> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -81,6 +81,13 @@ BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     // Version 4: when a step's next attempt is due (a retry delay outlives a restart).
     R"sql(
 ALTER TABLE steps ADD COLUMN due_at_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // Version 5: a run may be created under an idempotency key ('' = none), so that an apply
+    // sent again (a rollout's coordinator after a crash, a client after a lost connection) finds
+    // the run the first one created instead of starting another.
+    R"sql(
+ALTER TABLE runs ADD COLUMN idem_key TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX runs_by_idem_key ON runs (idem_key) WHERE idem_key <> '';
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,

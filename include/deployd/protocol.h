@@ -2,7 +2,11 @@
 // over a Unix stream socket. Each request is one object on one line:
 //
 //   {"v": 1, "op": "apply", "plan_text": "...", "plan_file": "demo.yaml", "vars": {"k": "v"}}
+//   {"v": 1, "op": "apply", …, "key": "rollout-7f3a/gpu1"}   → {"ok": true, "run", "existing"}:
+//       with an idempotency key, the run once created under it is the answer ("existing":
+//       true) and nothing is started; the same key with another plan text or vars is refused
 //   {"v": 1, "op": "runs"}                 {"v": 1, "op": "status", "run": "demo-3"}
+//   {"v": 1, "op": "status", "key": "rollout-7f3a/gpu1"}     (the run of that key)
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional)
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch", "follow": true}   (a stream)
 //   {"v": 1, "op": "cancel" | "follow", "run": "demo-3"}

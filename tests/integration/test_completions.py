@@ -19,7 +19,7 @@ from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
-         "retry", "skip", "pause", "resume", "approve"]
+         "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch"]
 
 PLAN = """\
 version: 1
@@ -193,7 +193,8 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl ", VERBS)
         self.assert_completes("deployctl st", ["status"])
         self.assert_completes("deployctl re", ["retry", "resume"])
-        self.assert_completes("deployctl --", ["--socket", "--help", "--version"], exact=False)
+        self.assert_completes("deployctl --", ["--socket", "--host", "--help", "--version"],
+                              exact=False)
         self.assert_completes("deployctl logs --", ["--follow", "--json", "--help"])
         self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--help"])
         self.assert_completes("deployctl retry --", ["--wait", "--help"])
