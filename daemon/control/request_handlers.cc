@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "control/failure_report.h"
+#include "control/history_report.h"
 #include "control/plan_preview.h"
 #include "deployd/protocol.h"
 #include "engine/wire_records.h"
@@ -105,6 +106,7 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
   if (op == "ping") return HandlePing();
   if (op == "apply") return HandleApply(context, request);
   if (op == "runs") return HandleRuns(context);
+  if (op == "history") return HandleHistory(context, request);
   if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
   const json::string* run_field = StringField(request, "run");
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
@@ -202,9 +204,11 @@ json::object HandleWhy(RequestContext& context, const RunRecord& run) {
   Result<std::vector<EventRecord>> events = context.store.Events(run.id);
   if (!events.ok()) return ErrorAnswer(events.status().message());
   json::object o = OkAnswer();
-  o["why"] = FailureReport(run, events.value(), [&](const std::string& step) {
+  json::object why = FailureReport(run, events.value(), [&](const std::string& step) {
     return context.runs.LogPath(run.id, step);
   });
+  why["benchmarks"] = RunBenchmarks(run);
+  o["why"] = std::move(why);
   return o;
 }
 
