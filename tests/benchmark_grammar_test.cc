@@ -156,7 +156,7 @@ TEST_CASE("benchmark: errors in the bounds and the quality smoke", "[benchmark_g
             "ttft_p95: 0%}}",
             "benchmark: {url: 'http://h/', model: m, regression: [10%]}",
             "benchmark: {url: 'http://h/', model: m, expect: {matches: '(', equals: x}}",
-            "benchmark: {url: 'http://h/', model: m, expect: {prompt: q, matches: '(a)\\1'}}",
+            "benchmark: {url: 'http://h/', model: m, expect: {prompt: q, matches: 'x\\cAy'}}",
             "benchmark: {url: 'http://h/', model: m, expect: {prompt: q}}",
             "benchmark: {url: 'http://h/', model: m, expect: 'paris'}",
         })) == R"(7:74: 'tokens_per_s' must be a number above 0 (e.g. 50 or 57.5)
@@ -171,7 +171,7 @@ TEST_CASE("benchmark: errors in the bounds and the quality smoke", "[benchmark_g
 27:61: 'regression' must be a percentage (e.g. 10%) or a map with 'tokens_per_s' and 'ttft_p95'
 31:57: missing required key 'prompt' in 'expect'
 31:72: 'expect' takes 'matches' or 'equals', not both
-35:78: invalid regex '(a)\1': invalid escape sequence: \1
+35:78: invalid regex 'x\cAy': invalid escape sequence: \c
 39:57: 'expect' needs 'matches' or 'equals'
 43:57: 'expect' must be a map with 'prompt' and 'matches' or 'equals'
 )");
