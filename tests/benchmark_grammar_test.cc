@@ -5,19 +5,13 @@
 #include <string_view>
 
 #include "plan/plan_parser.h"
+#include "plan_problems.h"
 
 using namespace deployd;
 using namespace std::chrono_literals;
+using deployd::testing::Problems;
 
 namespace {
-
-std::string Problems(std::string_view text) {
-  ParseResult result = ParsePlan(text, "plan.yaml", {});
-  std::string out;
-  for (const Diagnostic& d : result.errors)
-    out += std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message + "\n";
-  return out;
-}
 
 // A plan whose one step verifies with `check` (indented as a list item under verify).
 std::string WithCheck(std::string_view check) {
