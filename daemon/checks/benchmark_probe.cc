@@ -37,7 +37,8 @@ constexpr std::size_t kMaxGaps = 1u << 20;           // chunk gaps kept, over a 
 constexpr std::size_t kErrorBodyBytes = 4096;        // read of a refusal's body
 constexpr std::size_t kExcerptBytes = 200;
 
-// One connection at a time of one worker; closed from outside to stop what it does.
+// One connection at a time of one worker; closed from outside to stop what it does (a name
+// being resolved, a connect, a read).
 struct Connection {
   explicit Connection(const asio::any_io_executor& ex) : resolver(ex), socket(ex) {}
   void Close() {
@@ -200,16 +201,31 @@ asio::awaitable<void> ReadStream(Bench& bench, Connection& c, boost::beast::flat
   }
 }
 
+// Connects `c` to the server. An address (127.0.0.1, ::1) is not resolved: Asio resolves
+// names on a thread of its own.
+asio::awaitable<error_code> ConnectTo(const Bench& bench, Connection& c) {
+  const HttpUrl& url = bench.url;
+  error_code ec;
+  asio::ip::address address = asio::ip::make_address(url.host, ec);
+  if (!ec) {
+    tcp::endpoint endpoint(address, static_cast<unsigned short>(url.port));
+    auto [connect_ec] = co_await c.socket.async_connect(endpoint, kUseAwaitable);
+    co_return connect_ec;
+  }
+  auto [resolve_ec, endpoints] =
+      co_await c.resolver.async_resolve(url.host, std::to_string(url.port), kUseAwaitable);
+  if (resolve_ec) co_return resolve_ec;
+  if (bench.stopped) co_return asio::error::operation_aborted;
+  auto [connect_ec, endpoint] = co_await asio::async_connect(c.socket, endpoints, kUseAwaitable);
+  co_return connect_ec;
+}
+
 // One request on `c`, from connecting to the end of its stream.
 asio::awaitable<void> Stream(std::shared_ptr<Bench> bench, std::shared_ptr<Connection> c, Job job) {
   RequestSample& s = *job.sample;
   s.start_ms = Since(bench->t0);
   const HttpUrl& url = bench->url;
-  auto [resolve_ec, endpoints] =
-      co_await c->resolver.async_resolve(url.host, std::to_string(url.port), kUseAwaitable);
-  error_code ec = resolve_ec;
-  if (!ec && !bench->stopped)
-    std::tie(ec, std::ignore) = co_await asio::async_connect(c->socket, endpoints, kUseAwaitable);
+  error_code ec = co_await ConnectTo(*bench, *c);
   http::request<http::string_body> req(http::verb::post, url.target, 11);
   std::string host = url.host.find(':') == std::string::npos ? url.host : "[" + url.host + "]";
   req.set(http::field::host, host + ":" + std::to_string(url.port));
