@@ -1,17 +1,17 @@
 # bash completion for deployctl(1), the client of deployd.
 #
 # Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
-# step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
-# `deployctl status RUN --json`, asked of the daemon that the command line names (its
-# --host and --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
+# step ids and plan names deployd knows: run ids and plan names from `deployctl runs --json`, a
+# run's step ids from `deployctl status RUN --json`, asked of the daemon that the command line
+# names (its --host and --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
 # complete to nothing and nothing is printed. Needs no bash-completion helpers.
 # Installed as share/bash-completion/completions/deployctl.
 
-# The "id" strings of the JSON objects at nesting depth $1 on stdin: 2 for the runs of
-# `runs --json` (an array of objects), 3 for the steps of `status --json`. Strings are split
-# out first, so braces and quotes inside them (a reason, an excerpt) do not count.
+# The "id" strings (or those of key $2) of the JSON objects at nesting depth $1 on stdin: 2 for
+# the runs of `runs --json` (an array of objects), 3 for the steps of `status --json`. Strings
+# are split out first, so braces and quotes inside them (a reason, an excerpt) do not count.
 _deployctl_json_ids() {
-  awk -v want="$1" '
+  awk -v want="$1" -v key="${2:-id}" '
     { text = text $0 "\n" }
     END {
       gsub(/\\\\/, "__", text)
@@ -21,7 +21,7 @@ _deployctl_json_ids() {
       for (i = 1; i <= n; i++) {
         if (i % 2 == 1) {
           depth += gsub(/[[{]/, "&", part[i]) - gsub(/[]}]/, "&", part[i])
-        } else if (part[i] == "id" && depth == want && i + 2 <= n &&
+        } else if (part[i] == key && depth == want && i + 2 <= n &&
                    part[i + 1] ~ /^[ \t\r\n]*:[ \t\r\n]*$/) {
           print part[i + 2]
         }
@@ -47,7 +47,7 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve dial-stdio rollout rollout-batch"
+  verbs+=" approve dial-stdio rollout rollout-batch history"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
@@ -91,7 +91,7 @@ _deployctl() {
     return 0
   fi
 
-  # After the command: its positionals so far (--var takes a value).
+  # After the command: its positionals so far (--var and --limit take a value).
   local -a positionals=()
   local skip=
   for ((i = i + 1; i < COMP_CWORD; i++)); do
@@ -131,6 +131,7 @@ _deployctl() {
       flags+=" -i --inventory -l --limit --serial --max-fail --var --unreachable-after --wait"
       ;;
     rollout-batch) flags+=" --key --batch" ;;
+    history) flags+=" --limit --json" ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
@@ -143,6 +144,7 @@ _deployctl() {
     status:0 | watch:0 | why:0 | cancel:0 | pause:0 | resume:0) want=run ;;
     logs:0 | retry:0 | skip:0 | approve:0) want=run ;;
     logs:1 | retry:1 | skip:1 | approve:1) want=step ;;
+    history:0) want=plan_name ;;
   esac
   local IFS=$'\n'
   case $want in
@@ -158,6 +160,10 @@ _deployctl() {
     step)
       COMPREPLY=($(compgen -W "$(_deployctl_ask "$program" "${socket[@]}" status \
         "${positionals[0]}" --json | _deployctl_json_ids 3)" -- "$cur"))
+      ;;
+    plan_name)
+      COMPREPLY=($(compgen -W "$(_deployctl_ask "$program" "${socket[@]}" runs --json |
+        _deployctl_json_ids 2 plan | sort -u)" -- "$cur"))
       ;;
   esac
   return 0

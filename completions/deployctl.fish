@@ -1,17 +1,20 @@
 # fish completion for deployctl(1), the client of deployd.
 #
 # Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
-# step ids deployd knows: run ids from `deployctl runs --json`, a run's step ids from
-# `deployctl status RUN --json`, asked of the daemon that the command line names (its
+# step ids and plan names deployd knows: run ids and plan names from `deployctl runs --json`, a
+# run's step ids from `deployctl status RUN --json`, asked of the daemon that the command line names (its
 # --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
 # complete to nothing and nothing is printed.
 # Installed as share/fish/vendor_completions.d/deployctl.fish.
 
-# The "id" strings of the JSON objects at nesting depth $argv[1] on stdin: 2 for the runs of
-# `runs --json`, 3 for the steps of `status --json` (the same program as the bash completion;
-# fish reads \\ in single quotes as one backslash, so the regexes have twice as many).
+# The "id" strings (or those of key $argv[2]) of the JSON objects at nesting depth $argv[1] on
+# stdin: 2 for the runs of `runs --json`, 3 for the steps of `status --json` (the same program
+# as the bash completion; fish reads \\ in single quotes as one backslash, so the regexes have
+# twice as many).
 function __deployctl_json_ids
-    awk -v want=$argv[1] '
+    set -l key id
+    set -q argv[2]; and set key $argv[2]
+    awk -v want=$argv[1] -v key=$key '
     { text = text $0 "\n" }
     END {
       gsub(/\\\\\\\\/, "__", text)
@@ -21,7 +24,7 @@ function __deployctl_json_ids
       for (i = 1; i <= n; i++) {
         if (i % 2 == 1) {
           depth += gsub(/[[{]/, "&", part[i]) - gsub(/[]}]/, "&", part[i])
-        } else if (part[i] == "id" && depth == want && i + 2 <= n &&
+        } else if (part[i] == key && depth == want && i + 2 <= n &&
                    part[i + 1] ~ /^[ \t\r\n]*:[ \t\r\n]*$/) {
           print part[i + 2]
         }
@@ -81,6 +84,8 @@ function __deployctl_wants --argument-names kind
             and test $position = 1
         case step
             contains -- $verb logs retry skip approve; and test $position = 2
+        case plan_name
+            contains -- $verb history; and test $position = 1
         case '*'
             return 1
     end
@@ -117,6 +122,10 @@ function __deployctl_runs
     __deployctl_ask runs --json | __deployctl_json_ids 2
 end
 
+function __deployctl_plan_names
+    __deployctl_ask runs --json | __deployctl_json_ids 2 plan | sort -u
+end
+
 function __deployctl_steps
     set -l state (__deployctl_parse)
     set -q state[3]; or return
@@ -136,7 +145,7 @@ function __deployctl_plans
 end
 
 set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
-    dial-stdio rollout rollout-batch
+    dial-stdio rollout rollout-batch history
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
@@ -163,6 +172,7 @@ complete -c deployctl -n $top -a approve -d 'Let an approval step that is waitin
 complete -c deployctl -n $top -a dial-stdio -d "Join stdin and stdout to deployd's socket (for --host)"
 complete -c deployctl -n $top -a rollout -d 'Apply a plan across an Ansible inventory, in batches'
 complete -c deployctl -n $top -a rollout-batch -d "Drive one batch of a rollout (its steps run it)"
+complete -c deployctl -n $top -a history -d "What a plan's runs measured (version, tokens/s, TTFT)"
 
 # Each command's flags.
 complete -c deployctl -n "$after validate apply plan rollout" -l var -x -d 'NAME=VALUE override'
@@ -177,13 +187,15 @@ complete -c deployctl -n "$after rollout-batch" -l batch -x -d 'The batch, from 
 complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
 complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the one holding the plan\'s lock'
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
-complete -c deployctl -n "$after plan status why" -l json -d 'Print one JSON object'
+complete -c deployctl -n "$after plan status why history" -l json -d 'Print one JSON object'
 complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'
 complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
 complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"
 complete -c deployctl -n "$after logs" -l json -d 'Print JSON'
+complete -c deployctl -n "$after history" -l limit -x -d 'At most this many runs (default 20; 0: all)'
 
 # Positionals: plan files, run ids, step ids.
 complete -c deployctl -n "__deployctl_wants plan" -k -a "(__deployctl_plans)"
 complete -c deployctl -n "__deployctl_wants run" -a "(__deployctl_runs)" -d run
 complete -c deployctl -n "__deployctl_wants step" -a "(__deployctl_steps)" -d step
+complete -c deployctl -n "__deployctl_wants plan_name" -a "(__deployctl_plan_names)" -d plan

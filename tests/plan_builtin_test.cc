@@ -6,21 +6,13 @@
 
 #include "plan/fail_on_sets.h"
 #include "plan/plan_parser.h"
+#include "plan_problems.h"
 
 using namespace deployd;
 using namespace std::chrono_literals;
+using deployd::testing::Problems;
 
 namespace {
-
-// "LINE:COL: message" per problem (plan_parser_test.cc pins the full format with the quoted
-// line and caret).
-std::string Problems(std::string_view text) {
-  ParseResult result = ParsePlan(text, "plan.yaml", {});
-  std::string out;
-  for (const Diagnostic& d : result.errors)
-    out += std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message + "\n";
-  return out;
-}
 
 constexpr std::string_view kPivot = R"(version: 1
 name: kimi

@@ -670,10 +670,10 @@ steps:
   - id: a
     run: make
 )") ==
-      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version)
+      R"(plan.yaml:5:5: error: check has more than one kind, 'tcp' and 'http' (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, benchmark, version)
     http: http://127.0.0.1:8000/
     ^
-plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version)
+plan.yaml:6:5: error: check has no kind (expected exactly one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, benchmark, version)
   - every: 5s
     ^
 plan.yaml:6:5: error: 'every' needs 'within' (how long to keep trying)
@@ -691,7 +691,7 @@ plan.yaml:10:30: error: unknown key 'stauts' in 'http' (did you mean 'status'?)
 plan.yaml:12:5: error: 'output_matches' is only allowed in a 'run' check
     output_matches: x
     ^
-plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, version
+plan.yaml:13:5: error: a check must be a map with one of: run, http, tcp, file, command, disk_free, port_free, weights_complete, service, process, gpus_free, benchmark, version
   - gpus
     ^
 )");

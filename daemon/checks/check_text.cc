@@ -1,5 +1,6 @@
 #include "checks/check_text.h"
 
+#include "checks/benchmark_verdict.h"
 #include "checks/json_expect.h"
 #include "util/units.h"
 
@@ -74,6 +75,8 @@ std::string CheckSubject(const Check& check) {
     case CheckKind::kProcess:
     case CheckKind::kGpusFree:
       return kind + " " + CheckTarget(check);
+    case CheckKind::kBenchmark:
+      return kind + " " + check.benchmark.url;
   }
   return kind;
 }
@@ -104,6 +107,8 @@ std::string CheckTarget(const Check& check) {
       for (int gpu : check.gpu.gpus) list += (list.empty() ? "" : ",") + std::to_string(gpu);
       return list;
     }
+    case CheckKind::kBenchmark:
+      return "POST " + check.benchmark.url + " (model " + check.benchmark.model + ")";
   }
   return "";
 }
@@ -156,6 +161,9 @@ std::string DescribeCheck(const Check& check) {
       break;
     case CheckKind::kGpusFree:
       text += " (max used " + FormatSize(check.gpu.max_used) + ")";
+      break;
+    case CheckKind::kBenchmark:
+      text += " (" + BenchmarkLoad(check.benchmark) + ")";
       break;
     case CheckKind::kTcp:
     case CheckKind::kCommand:

@@ -7,6 +7,7 @@
 #include <boost/system/system_error.hpp>
 #include <chrono>
 
+#include "checks/benchmark_probe.h"
 #include "checks/command_probes.h"
 #include "checks/file_probes.h"
 #include "checks/network_probes.h"
@@ -28,7 +29,7 @@ asio::awaitable<void> ThrowIfCancelled() {
 
 }  // namespace
 
-asio::awaitable<CheckOutcome> ProbeOnce(const Check& check) {
+asio::awaitable<CheckOutcome> ProbeOnce(const Check& check, const BenchmarkBaseline* baseline) {
   auto start = Clock::now();
   CheckOutcome outcome;
   switch (check.kind) {
@@ -67,6 +68,12 @@ asio::awaitable<CheckOutcome> ProbeOnce(const Check& check) {
     case CheckKind::kGpusFree:
       outcome = co_await ProbeInChild(check);
       break;
+    case CheckKind::kBenchmark: {
+      const BenchmarkBaseline none;
+      const BenchmarkBaseline& against = baseline ? *baseline : none;
+      outcome = co_await ProbeBenchmark(check, against);
+      break;
+    }
   }
   // A network probe that was cancelled returns an error like any other; it must not pass for
   // the check's failure.
@@ -77,7 +84,7 @@ asio::awaitable<CheckOutcome> ProbeOnce(const Check& check) {
   co_return outcome;
 }
 
-asio::awaitable<CheckOutcome> RunCheck(const Check& check) {
+asio::awaitable<CheckOutcome> RunCheck(const Check& check, const BenchmarkBaseline* baseline) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   if (check.after.count() > 0) {
     timer.expires_after(check.after);
@@ -86,7 +93,7 @@ asio::awaitable<CheckOutcome> RunCheck(const Check& check) {
   auto deadline = Clock::now() + check.within.value_or(Duration(0));
   int attempts = 0;
   while (true) {
-    CheckOutcome outcome = co_await ProbeOnce(check);
+    CheckOutcome outcome = co_await ProbeOnce(check, baseline);
     outcome.attempts = ++attempts;
     auto now = Clock::now();
     if (outcome.passed || !check.within || now >= deadline) co_return outcome;

@@ -31,6 +31,8 @@
 
 namespace deployd {
 
+struct BenchmarkBaseline;  // checks/benchmark_verdict.h
+
 struct CheckOutcome {
   bool passed = false;
   // One line for humans: "http GET http://127.0.0.1:8000/health: status 503 (expected 200)".
@@ -38,6 +40,9 @@ struct CheckOutcome {
   // What was observed, for `status --json` and `why`: {"check": "http", "target": …,
   // "status_code": 503, "body_excerpt": …} / {"exit_status": 1, "output_tail": […]} / …
   boost::json::object evidence;
+  // What the check measured that its step keeps when it passes, also in `evidence`: a
+  // benchmark's {"benchmark", "baseline", "quality"}, the "version" a version check saw.
+  boost::json::object measured;
   int attempts = 0;  // probes made
 };
 
@@ -45,12 +50,15 @@ struct CheckOutcome {
 // 600GiB", …
 std::string DescribeCheck(const Check& check);
 
-// One attempt, bounded by check.timeout. `check` must outlive the returned awaitable.
-boost::asio::awaitable<CheckOutcome> ProbeOnce(const Check& check);
+// One attempt, bounded by check.timeout. `check` (and `baseline`, which a benchmark is compared
+// with; null: none) must outlive the returned awaitable.
+boost::asio::awaitable<CheckOutcome> ProbeOnce(const Check& check,
+                                               const BenchmarkBaseline* baseline = nullptr);
 
 // The check with its timing: waits `after`, then probes every `every` until one passes or
 // `within` runs out (once when `within` is unset). Returns the last probe's outcome.
-boost::asio::awaitable<CheckOutcome> RunCheck(const Check& check);
+boost::asio::awaitable<CheckOutcome> RunCheck(const Check& check,
+                                              const BenchmarkBaseline* baseline = nullptr);
 
 }  // namespace deployd
 

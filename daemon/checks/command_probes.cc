@@ -137,7 +137,10 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
                             std::move(evidence));
     std::string range = !low.empty() ? " >= " + low : "";
     if (!high.empty()) range += (range.empty() ? " < " : ", < ") + high;
-    co_return MakeOutcome(check, true, "version " + *version + range, std::move(evidence));
+    CheckOutcome outcome =
+        MakeOutcome(check, true, "version " + *version + range, std::move(evidence));
+    outcome.measured["version"] = *version;
+    co_return outcome;
   }
   co_return MakeOutcome(check, true, state->exit->ToString(), std::move(evidence));
 }

@@ -118,6 +118,8 @@ asio::awaitable<void> Deadline(Duration timeout) {
 
 }  // namespace
 
+std::string NetworkErrorText(const error_code& ec) { return ErrorText(ec); }
+
 Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme)

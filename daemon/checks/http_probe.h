@@ -10,6 +10,7 @@
 #define DEPLOYD_CHECKS_HTTP_PROBE_H_
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,10 @@ struct HttpResponse {
 
 // Resolves, connects, sends, reads the response; all within request.timeout.
 boost::asio::awaitable<Result<HttpResponse>> HttpProbe(const HttpRequest& request);
+
+// A network error as a summary says it: "connection refused", "connection closed without a
+// response", "connection reset by peer".
+std::string NetworkErrorText(const boost::system::error_code& ec);
 
 // Resolves and connects to host:port within `timeout`, then closes the connection.
 boost::asio::awaitable<Status> TcpProbe(const std::string& host, int port, Duration timeout);

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "control/failure_report.h"
+#include "control/history_report.h"
 #include "control/plan_parsing.h"
 #include "control/plan_preview.h"
 #include "deployd/protocol.h"
@@ -132,6 +133,7 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
   if (op == "runs") return HandleRuns(context);
   if (op == "status" && !request.contains("run") && request.contains("key"))
     return StatusByKey(context, request);
+  if (op == "history") return HandleHistory(context, request);
   if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
   const json::string* run_field = StringField(request, "run");
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
@@ -241,6 +243,7 @@ json::object HandleWhy(RequestContext& context, const RunRecord& run) {
   WireRun wire = ToWire(run);
   context.runs.AddStorageFault(wire);
   if (!wire.storage_fault.empty()) why["storage_fault"] = wire.storage_fault;
+  why["benchmarks"] = RunBenchmarks(run);
   o["why"] = std::move(why);
   return o;
 }

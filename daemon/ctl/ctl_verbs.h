@@ -4,6 +4,7 @@
 #ifndef DEPLOYD_CTL_CTL_VERBS_H_
 #define DEPLOYD_CTL_CTL_VERBS_H_
 
+#include <boost/json/object.hpp>
 #include <map>
 #include <string>
 
@@ -22,6 +23,13 @@ int Why(Client& client, const std::string& run_id, bool json);
 // A dry run of a plan through deployd (ctl_plan.cc).
 int PlanDryRun(Client& client, const std::string& path, const std::string& text,
                const std::map<std::string, std::string>& vars, bool json);
+
+// What a plan's runs measured, newest first, at most `limit` (0: all the daemon gives)
+// (ctl_history.cc).
+int History(Client& client, const std::string& plan, int limit, bool json);
+// A step's benchmark figures in one line, with its baseline, from the step's evidence; "" when
+// it has none.
+std::string BenchmarkLine(const boost::json::object& evidence);
 
 // Prints a step's output as it grows until the step has ended and its processes have exited
 // (ctl_logs.cc).

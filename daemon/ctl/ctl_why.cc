@@ -27,6 +27,11 @@ constexpr const char* kEvidenceOrder[] = {
     "free_bytes", "searched", "pid",         "comm",         "attempts", "elapsed_ms"};
 
 std::string Scalar(const json::value& v) {
+  if (v.is_double()) {  // a benchmark's figures: 57.3, not 5.73E1
+    char text[32];
+    std::snprintf(text, sizeof text, "%.10g", v.as_double());
+    return text;
+  }
   return v.is_string() ? std::string(v.as_string()) : json::serialize(v);
 }
 
@@ -64,6 +69,13 @@ std::vector<std::string> EvidenceLines(const json::object& evidence, const std::
     if (!value.is_array() || left_out(key, value)) continue;
     lines.push_back(indent + std::string(key) + ":");
     for (const auto& item : value.as_array()) lines.push_back(indent + "  " + Scalar(item));
+  }
+  // A benchmark's figures and its baseline: their members, one level in.
+  for (const auto& [key, value] : evidence) {
+    if (!value.is_object() || left_out(key, value)) continue;
+    lines.push_back(indent + std::string(key) + ":");
+    for (std::string& line : EvidenceLines(value.as_object(), indent + "  "))
+      lines.push_back(std::move(line));
   }
   return lines;
 }
@@ -109,6 +121,15 @@ int Why(Client& client, const std::string& run_id, bool json_out) {
     std::cout << "run " << run_id << " did not fail: it is " << state;
     if (!reason.empty()) std::cout << " (" << reason << ")";
     std::cout << "\n";
+    // What its benchmarks measured (a failed one's figures are in its evidence).
+    if (const json::value* b = why.if_contains("benchmarks"); b && b->is_array()) {
+      for (const json::value& item : b->as_array()) {
+        if (!item.is_object()) continue;
+        std::string line = BenchmarkLine(item.as_object());
+        if (!line.empty())
+          std::cout << "benchmark of " << Str(item.as_object(), "step") << ": " << line << "\n";
+      }
+    }
     return code;
   }
   std::cout << "run " << run_id << " failed after "

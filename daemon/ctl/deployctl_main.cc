@@ -52,6 +52,11 @@ void PrintRun(const WireRun& run) {
     std::printf("%-24s %-10s %-8lld %-8s %s\n", s.id.c_str(), s.state.c_str(),
                 static_cast<long long>(s.attempts), time.c_str(), detail.c_str());
   }
+  for (const WireStep& s : run.steps) {
+    if (!s.evidence || !s.evidence->is_object()) continue;
+    std::string line = BenchmarkLine(s.evidence->as_object());
+    if (!line.empty()) std::printf("\nbenchmark of %s: %s\n", s.id.c_str(), line.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -179,6 +184,8 @@ struct Args {
   bool wait = false;
   bool wait_lock = false;
   bool follow = false;
+  std::string plan_name;
+  int limit = 20;
 };
 
 struct Verbs {
@@ -197,6 +204,7 @@ struct Verbs {
   CLI::App* resume;
   CLI::App* approve;
   CLI::App* dial_stdio;
+  CLI::App* history;
 };
 
 // The fleet's verbs (rollout_verbs.h) and what was given with them.
@@ -312,6 +320,12 @@ Verbs DefineVerbs(CLI::App& app, Args& a) {
 
   v.dial_stdio = app.add_subcommand(
       "dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)");
+  v.history = app.add_subcommand(
+      "history", "what a plan's runs measured (version, tokens/s, TTFT), newest first");
+  v.history->add_option("plan", a.plan_name, "the plan's name")->required();
+  v.history->add_option("--limit", a.limit, "at most this many runs (default 20; 0: all)")
+      ->check(CLI::NonNegativeNumber);
+  v.history->add_flag("--json", a.json_out, "print one JSON object");
   return v;
 }
 
@@ -340,6 +354,7 @@ int RunClientVerb(const Verbs& v, const Args& a) {
     return kExitOk;
   }
   if (*v.runs) return ListRuns(client, a.json_out);
+  if (*v.history) return History(client, a.plan_name, a.limit, a.json_out);
   if (*v.status) return ShowStatus(client, run_id, a.json_out);
   if (*v.logs && a.follow) {
     if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");

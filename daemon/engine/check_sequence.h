@@ -1,7 +1,9 @@
 // RunChecks: a list of checks (a plan's preflight, a step's skip_if or verify) run in order on
 // the caller's executor; the first failure ends it. The outcome of a failure carries its check
-// in the evidence ("check", "summary", "attempts"); a pass says how many passed. Cancelling
-// the coroutine stops the check that runs.
+// in the evidence ("check", "summary", "attempts"); a pass says how many passed. What the checks
+// measured (CheckOutcome::measured: a benchmark's figures, a version) is in the evidence either
+// way, and a benchmark that passed gives its summary to the pass ("summary"). Cancelling the
+// coroutine stops the check that runs.
 #ifndef DEPLOYD_ENGINE_CHECK_SEQUENCE_H_
 #define DEPLOYD_ENGINE_CHECK_SEQUENCE_H_
 
@@ -12,12 +14,15 @@
 #include <memory>
 #include <vector>
 
+#include "checks/benchmark_verdict.h"
 #include "checks/checks.h"
 #include "deployd/plan.h"
 
 namespace deployd {
 
-boost::asio::awaitable<CheckOutcome> RunChecks(std::vector<Check> checks);
+// `baseline` is what a benchmark among the checks is compared with.
+boost::asio::awaitable<CheckOutcome> RunChecks(std::vector<Check> checks,
+                                               BenchmarkBaseline baseline = {});
 
 // RunChecks started on `ex`, with `done` called once with its outcome — or not at all once
 // cancelled. Cancel() is safe at any time: Boost 1.81's co_spawn throws from its entry point
@@ -28,7 +33,8 @@ class RunningChecks {
  public:
   using Done = std::function<void(CheckOutcome outcome)>;
   static std::shared_ptr<RunningChecks> Start(boost::asio::any_io_executor ex,
-                                              std::vector<Check> checks, Done done);
+                                              std::vector<Check> checks, Done done,
+                                              BenchmarkBaseline baseline = {});
   void Cancel();
 
   struct State;

@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 
 #include "engine/active_run.h"
+#include "engine/benchmark_baseline.h"
 #include "engine/check_sequence.h"
 #include "engine/run_manager.h"
 #include "util/clock.h"
@@ -238,6 +239,11 @@ void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
       if (outcome.passed) info.reason = "skip_if: " + outcome.summary + "; already done";
     } else if (outcome.passed) {
       event = StepEvent::kVerifyPassed;
+      // A benchmark's figures (and the version checked) are committed with the success: the
+      // next run's baseline, `deployctl history`.
+      if (const auto* summary = outcome.evidence.if_contains("summary"))
+        info.reason = std::string(summary->as_string());
+      info.evidence = std::move(outcome.evidence);
     } else {
       event = StepEvent::kVerifyFailed;
       info.reason = "verify failed: " + outcome.summary;
@@ -245,7 +251,10 @@ void RunManager::StartChecks(ActiveRun& run, size_t index, bool skip_if) {
     }
     Dispatch(id, index, event, std::move(info), EventSource::kChecks, gen);
   };
-  live.checks = RunningChecks::Start(ex_, checks, std::move(done));
+  BenchmarkBaseline baseline;
+  if (!skip_if && HasBenchmark(checks))
+    baseline = FindBaseline(store_, run.record.plan_name, run.record.steps[index].id);
+  live.checks = RunningChecks::Start(ex_, checks, std::move(done), std::move(baseline));
 }
 
 }  // namespace deployd

@@ -5,8 +5,10 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "plan/action_grammar.h"
+#include "plan/benchmark_grammar.h"
 #include "plan/http_check_grammar.h"
 #include "plan/name_rules.h"
 #include "util/units.h"
@@ -312,6 +314,7 @@ const std::vector<KindGrammar>& KindGrammars() {
     add(CheckKind::kService, ReadServiceCheck);
     add(CheckKind::kProcess, ReadProcessCheck);
     add(CheckKind::kGpusFree, ReadGpusFreeCheck);
+    add(CheckKind::kBenchmark, ReadBenchmarkCheck);
     g.push_back({"version", CheckKind::kRun, ReadVersionCheck});
     return g;
   }();
@@ -422,8 +425,20 @@ std::vector<Check> ReadChecks(FieldReader& in, const Field& e) {
     in.Error(ValuePos(e), Quoted(e.name) + " must be a list of checks");
     return checks;
   }
+  bool benchmark = false;
   for (auto it = e.value.begin(); it != e.value.end(); ++it) {
-    if (std::optional<Check> check = ReadCheck(in, *it)) checks.push_back(std::move(*check));
+    std::optional<Check> check = ReadCheck(in, *it);
+    if (!check) continue;
+    // A benchmark loads the server and its figures are its step's: once, where a step proves
+    // what it did.
+    if (check->kind == CheckKind::kBenchmark && e.name != "verify") {
+      in.Error(check->pos,
+               "'benchmark' is only allowed in a step's 'verify' (it loads the server with "
+               "requests)");
+    } else if (check->kind == CheckKind::kBenchmark && std::exchange(benchmark, true)) {
+      in.Error(check->pos, "a step has at most one 'benchmark' check (its figures are the step's)");
+    }
+    checks.push_back(std::move(*check));
   }
   return checks;
 }

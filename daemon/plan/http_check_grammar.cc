@@ -117,22 +117,30 @@ bool IsHttpUrl(std::string_view url) {
   return p && *p >= 1 && *p <= 65535;
 }
 
-void CheckUrl(FieldReader& in, const std::string& url, SourcePos pos, Check& check) {
+}  // namespace
+
+std::optional<std::string> ReadHttpUrl(FieldReader& in, const std::string& url, SourcePos pos,
+                                       std::string_view kind) {
   std::size_t separator = url.find("://");
   std::string scheme = url.substr(0, separator == std::string::npos ? 0 : separator);
   std::transform(scheme.begin(), scheme.end(), scheme.begin(),
                  [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
   if (scheme == "https") {
-    in.Error(pos,
-             "https is not supported in 'http' checks (probe the server on loopback over "
-             "http://)");
-    return;
+    in.Error(pos, "https is not supported in " + Quoted(kind) +
+                      " checks (probe the server on loopback over http://)");
+    return std::nullopt;
   }
   if (scheme != "http" || !IsHttpUrl(url)) {
     in.Error(pos, "invalid url " + Quoted(url) + " (expected http://HOST[:PORT]/PATH)");
-    return;
+    return std::nullopt;
   }
-  check.url = url;
+  return url;
+}
+
+namespace {
+
+void CheckUrl(FieldReader& in, const std::string& url, SourcePos pos, Check& check) {
+  if (std::optional<std::string> checked = ReadHttpUrl(in, url, pos, "http")) check.url = *checked;
 }
 
 // --- what the response must show ---

@@ -141,6 +141,19 @@ class RunStore {
   // transaction, and returns their ids. Runs that have not finished are never touched.
   Result<std::vector<std::string>> ForgetRunsFinishedBefore(std::int64_t cutoff_ms);
 
+  // The runs of plan `plan`, newest first, with their steps; `limit` 0 = all
+  // (run_store_history.cc, like the next one).
+  Result<std::vector<RunRecord>> RunsOfPlan(const std::string& plan, int limit);
+  // What step `step_id` recorded in the newest succeeded run of plan `plan` in which it
+  // succeeded with `key` among its evidence's members (a benchmark's "benchmark" figures).
+  struct StepEvidence {
+    std::string run_id;
+    std::string evidence;  // JSON object text
+  };
+  Result<std::optional<StepEvidence>> LastSucceededEvidence(const std::string& plan,
+                                                            const std::string& step_id,
+                                                            const std::string& key);
+
   // For diagnostics and tests: the value of `PRAGMA <name>` ([a-z_]+) on this store's own
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);

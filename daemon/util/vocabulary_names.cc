@@ -30,7 +30,7 @@ constexpr std::array<std::pair<StepState, std::string_view>, 8> kStepNames = {{
     {StepState::kWaiting, "waiting"},
 }};
 
-constexpr std::array<std::pair<CheckKind, std::string_view>, 11> kCheckNames = {{
+constexpr std::array<std::pair<CheckKind, std::string_view>, 12> kCheckNames = {{
     {CheckKind::kRun, "run"},
     {CheckKind::kHttp, "http"},
     {CheckKind::kTcp, "tcp"},
@@ -42,6 +42,7 @@ constexpr std::array<std::pair<CheckKind, std::string_view>, 11> kCheckNames = {
     {CheckKind::kService, "service"},
     {CheckKind::kProcess, "process"},
     {CheckKind::kGpusFree, "gpus_free"},
+    {CheckKind::kBenchmark, "benchmark"},
 }};
 
 constexpr std::array<std::pair<ActionKind, std::string_view>, 7> kActionNames = {{

@@ -49,6 +49,7 @@ enum class CheckKind {
   kService,
   kProcess,
   kGpusFree,
+  kBenchmark,
 };
 
 // The names a plan writes a kind with (`http:`, `download:`); messages and JSON use the same
@@ -70,6 +71,42 @@ struct JsonExpectation {
 struct GpuSelection {
   std::vector<int> gpus;  // indices in PCI bus order (nvidia-smi's); empty = every GPU
   std::uint64_t max_used = 1ull << 30;
+};
+
+// `benchmark` `expect:`: one more completion, of a fixed prompt at temperature 0, whose text
+// must match a pattern or equal an answer: the "fast but incoherent" server fails here.
+struct BenchmarkExpect {
+  std::string prompt;
+  std::string matches;                // RE2, searched in the answer; or
+  std::optional<std::string> equals;  // the answer, leading and trailing whitespace left out
+  int max_tokens = 16;
+};
+
+// `benchmark`: streamed completions from an OpenAI-compatible server (vLLM, SGLang, llama.cpp's
+// server), measured — output tokens/s, time to first token, inter-token latency, errors — and
+// judged against absolute bounds and against the last succeeded run of the same plan.
+struct BenchmarkSpec {
+  std::string url;  // the endpoint: http://HOST:PORT/v1/completions (or /v1/chat/completions)
+  std::string model;
+  bool chat = false;                 // `api: chat`: messages in, delta.content out
+  std::vector<std::string> prompts;  // cycled over the requests; empty: prompt_tokens words
+  int prompt_tokens = 128;
+  int max_tokens = 128;
+  int requests = 8;
+  int concurrency = 1;
+  bool ignore_eos = false;
+  // `at_least` and `at_most`: unset bounds are not judged.
+  std::optional<double> min_tokens_per_s;          // aggregate over the benchmark
+  std::optional<double> min_request_tokens_per_s;  // the slowest request
+  std::optional<Duration> max_ttft_p50;
+  std::optional<Duration> max_ttft_p95;
+  std::optional<Duration> max_itl_p50;
+  std::optional<Duration> max_itl_p95;
+  int max_errors = 0;
+  // `regression`: how much worse than the baseline a figure may be, as a fraction (0.1 = 10%).
+  std::optional<double> regression_tokens_per_s;
+  std::optional<double> regression_ttft_p95;
+  std::optional<BenchmarkExpect> expect;
 };
 
 // A probe that passes or fails. The same kinds serve in preflight, verify and skip_if.
@@ -119,6 +156,9 @@ struct Check {
 
   // gpus_free
   GpuSelection gpu;
+
+  // benchmark (only in a step's verify)
+  BenchmarkSpec benchmark;
 
   // Timing (DESIGN.md §1 "Verify"): wait `after`, then try every `every` until it passes or
   // `within` has elapsed since the first try. Without `within` the check is tried once.

@@ -6,13 +6,16 @@ there), which takes --loading seconds, during which the port refuses connections
 server's does while weights load. Then it answers:
   GET  /health          200, empty body
   GET  /v1/models       {"object": "list", "data": [{"id": MODEL_DIR, ...}]}
-  POST /v1/completions  {"model": MODEL_DIR, "choices": [{"text": ...}]}
+  POST /v1/completions  {"model": MODEL_DIR, "choices": [{"text": ...}]}; with "stream": true
+                        (also /v1/chat/completions) the answer streams at --tokens-per-s per
+                        request (completion_stream.py), so that a benchmark measures that rate
 
 --title sets the process title (argv[0]), as vLLM names its processes (VLLM::EngineCore);
 --worker also starts a worker process with that title in the server's process group, which
 exits when the server does, as vLLM's workers do.
 
-Usage: model-server.py --port PORT --model DIR [--loading SECONDS] [--title T] [--worker T]
+Usage: model-server.py --port PORT --model DIR [--loading SECONDS] [--tokens-per-s N] [--title T]
+                       [--worker T]
 """
 
 import argparse
@@ -22,6 +25,8 @@ import os
 import struct
 import sys
 import time
+
+from completion_stream import stream_completion
 
 
 def retitle(title):
@@ -62,6 +67,7 @@ def load(model):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     model = None
+    tokens_per_s = 40.0
 
     def log_message(self, fmt, *args):
         sys.stderr.write("INFO: %s\n" % (fmt % args))
@@ -85,11 +91,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(404, {"error": "not found"})
 
     def do_POST(self):
-        if self.path != "/v1/completions":
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
             self.reply(404, {"error": "not found"})
             return
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         text = " Hello from %s, deployed and verified by deployd." % os.path.basename(self.model)
+        if request.get("stream"):
+            stream_completion(self, request, self.model, text, self.tokens_per_s)
+            return
         self.reply(200, {"object": "text_completion", "model": self.model,
                          "choices": [{"index": 0, "text": text,
                                       "prompt": request.get("prompt", "")}]})
@@ -100,6 +109,7 @@ def main():
     parser.add_argument("--port", type=int)
     parser.add_argument("--model", required=True)
     parser.add_argument("--loading", type=float, default=0)
+    parser.add_argument("--tokens-per-s", type=float, default=40.0)
     parser.add_argument("--title")
     parser.add_argument("--worker")
     parser.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)
@@ -117,6 +127,7 @@ def main():
         start_worker(args.worker, args.model)
     time.sleep(args.loading)
     Handler.model = args.model
+    Handler.tokens_per_s = args.tokens_per_s
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print("loaded %d shards (%d tensors); serving on 127.0.0.1:%d" % (shards, tensors, args.port),

@@ -3,13 +3,15 @@
 # weights, and a local "model hub" serving new weights, which stalls once halfway — starts
 # deployd on a private socket and state directory, applies plans/demo.yaml with live progress,
 # shows the run, and cleans up. Usage: tests/demo/run-demo.sh [BUILD_DIR]
-# With DEPLOYD_DEMO_STATUS=FILE, the run's `deployctl status --json` is also written to FILE.
+# With DEPLOYD_DEMO_STATUS=FILE, the run's `deployctl status --json` is also written to FILE;
+# DEPLOYD_DEMO_TOKENS_PER_S sets how fast the new server streams (40 tokens/s by default).
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 tools=$top/tests/demo
 bin=${1:-$top/build}/bin
 work=$(mktemp -d /tmp/deployd-demo-XXXXXX)
 dir=$work/site
+rate=${DEPLOYD_DEMO_TOKENS_PER_S:-40}  # how fast the new model server streams an answer
 
 cleanup() {
   set +e
@@ -66,7 +68,8 @@ for _ in $(seq 50); do [ -S "$DEPLOYD_SOCKET" ] && break; sleep 0.1; done
 
 echo "== deployctl apply plans/demo.yaml --wait"
 set +e
-"$bin/deployctl" apply "$top/plans/demo.yaml" --var dir="$dir" --var tools="$tools" --wait
+"$bin/deployctl" apply "$top/plans/demo.yaml" --var dir="$dir" --var tools="$tools" \
+  --var tokens_per_s="$rate" --wait
 code=$?
 set -e
 run=$("$bin/deployctl" runs --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
@@ -79,6 +82,15 @@ new_pid=$(python3 -c '
 import json, sys
 steps = {s["id"]: s for s in json.load(open(sys.argv[1]))["steps"]}
 print(steps["start-server"].get("pid") or "")' "$work/status.json")
+python3 - "$work/status.json" "$rate" <<'PY'
+import json, sys
+steps = {s["id"]: s for s in json.load(open(sys.argv[1]))["steps"]}
+f = (steps["smoke-test"].get("evidence") or {}).get("benchmark")
+if f:
+    print("\n== the new server streams %s tokens/s to each request; the benchmark measured %.1f tokens/s"
+          " (%s), TTFT p50 %.0fms p95 %.0fms" % (sys.argv[2], f["tokens_per_s"], f["load"],
+                                                f["ttft_p50_ms"], f["ttft_p95_ms"]))
+PY
 echo
 echo "== what each step said (deployctl logs $run STEP)"
 for step in stop-old-server remove-old-weights download-weights start-server smoke-test; do

@@ -61,7 +61,12 @@ class ShippedPlansMixin:
              "download_stall_after": "5s", "download_sample_every": "500ms",
              "weights_after": "200ms", "weights_every": "200ms", "download_within": "2m",
              "port": str(self.port), "ready_after": "200ms", "ready_every": "200ms",
-             "ready_within": "2m"}
+             "ready_within": "2m",
+             # A short benchmark; the stand-in streams 400 tokens/s per request. A second apply
+             # compares with the first: on a loaded machine a 40 ms run varies more than the
+             # plan's 10% (tests/integration/test_benchmark.py measures a rate precisely).
+             "bench_requests": "4", "bench_concurrency": "2", "bench_prompt_tokens": "16",
+             "bench_max_tokens": "32", "bench_min_tokens_per_s": "10", "bench_regression": "90%"}
         v.update(override)
         return v
 

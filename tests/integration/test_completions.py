@@ -19,7 +19,8 @@ from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
-         "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch"]
+         "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch",
+         "history"]
 
 PLAN = """\
 version: 1
@@ -198,6 +199,7 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl logs --", ["--follow", "--json", "--help"])
         self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--help"])
         self.assert_completes("deployctl retry --", ["--wait", "--help"])
+        self.assert_completes("deployctl history --", ["--limit", "--json", "--help"])
 
     def test_plan_files(self):
         for name in ("a.yaml", "b.yml", "notes.txt"):
@@ -220,6 +222,9 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl approve %s f" % first, ["first-step"])
         # The socket named on the command line is the one asked.
         self.assert_completes("deployctl --socket %s status " % self.d.socket, [first, second])
+        # history takes a plan's name: those of the runs deployd knows, once each.
+        self.assert_completes("deployctl history ", ["comp"])
+        self.assert_completes("deployctl history --limit 5 co", ["comp"])
 
     def test_daemon_down_completes_nothing_silently(self):
         self.assert_completes("deployctl --socket %s/none.sock status " % self.work, [])

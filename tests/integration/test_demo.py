@@ -105,6 +105,19 @@ class DemoTest(unittest.TestCase):
         self.assertIn('"GET /v1/models HTTP/1.1" 200', out, output)
         self.assertIn("Hello from demo-7b, deployed and verified by deployd.", out, output)
 
+        # The benchmark: streamed completions measured, the quality smoke passed, the figure
+        # printed; the demo's state is fresh, so its run sets the baseline.
+        evidence = steps["smoke-test"]["evidence"]
+        figures = evidence["benchmark"]
+        self.assertEqual((figures["requests"], figures["errors"], figures["output_tokens"]), (4, 0, 80))
+        self.assertTrue(evidence["quality"]["passed"], output)
+        self.assertIsNone(evidence["baseline"]["run"], output)
+        self.assertIn("== the new server streams 40 tokens/s to each request; the benchmark measured "
+                      "%.1f tokens/s (4 requests, concurrency 2, max_tokens 20, prompt_tokens 16)"
+                      % figures["tokens_per_s"], out, output)
+        self.assertRegex(out, r"smoke-test +succeeded +benchmark http://127\.0\.0\.1:18701/v1/"
+                              r"completions: \d+\.\d tokens/s, .*this run sets the baseline\n", output)
+
 
 class ShippedPlansTest(unittest.TestCase):
     def test_every_shipped_plan_validates(self):

@@ -221,7 +221,7 @@ class PivotTest(PivotTestCase):
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars())
         status = self.assert_succeeded(run, cp)
         steps = {s["id"]: s for s in status["steps"] if s["phase"] == "main"}
-        self.assertEqual([s["state"] for s in steps.values()], ["succeeded"] * 7, json.dumps(status, indent=1))
+        self.assertEqual([s["state"] for s in steps.values()], ["succeeded"] * 8, json.dumps(status, indent=1))
         self.assertEqual(self.d.step(run, "report", status)["state"], "pending")  # on_failure did not run
         self.assertEqual(steps["download-weights"]["attempts"], 1)
         self.assert_events_consistent(run, status)
@@ -264,6 +264,16 @@ class PivotTest(PivotTestCase):
         self.assertIs(downloads[0]["hf_token"], True)
         self.assertNotIn("huggingface-cli", {c["tool"] for c in self.calls()})
         self.assert_no_secret_anywhere()
+        # The new server, benchmarked: streamed tokens counted from vLLM's usage, a sensible
+        # answer, and the first run of the plan sets the baseline.
+        bench = steps["benchmark"]["evidence"]
+        self.assertEqual((bench["benchmark"]["requests"], bench["benchmark"]["errors"],
+                          bench["benchmark"]["output_tokens"], bench["benchmark"]["token_count"]),
+                         (4, 0, 4 * 32, "usage"))
+        self.assertGreater(bench["benchmark"]["tokens_per_s"], 10)
+        self.assertTrue(bench["quality"]["passed"])
+        self.assertIsNone(bench["baseline"]["run"])
+        self.assertIn("0.16.0", self.logs(run, "benchmark"))
 
         # Applied again, the plan converges without touching the running server.
         starts = systemctl.count(["start", "kimi.service"])
@@ -272,7 +282,11 @@ class PivotTest(PivotTestCase):
         self.assertEqual({s["id"]: s["state"] for s in status["steps"] if s["phase"] == "main"},
                          {"stop-glm5": "succeeded", "kill-leftovers": "skipped", "free-gpus": "skipped",
                           "remove-gguf": "succeeded", "upgrade-vllm": "skipped", "download-weights": "skipped",
-                          "launch": "succeeded"})
+                          "launch": "succeeded", "benchmark": "succeeded"})
+        self.assertEqual(self.d.step(run2, "benchmark", status)["evidence"]["baseline"]["run"], run)
+        # history: the version the upgrade's check saw (the second run skipped the upgrade).
+        history = json.loads(self.d.ctl("history", "kimi-k2.5-nvfp4", "--json", check=0).stdout)
+        self.assertEqual([(r["run"], r["version"]) for r in history["runs"]], [(run2, None), (run, "0.16.0")])
         self.assertEqual([c["argv"] for c in self.calls("systemctl")].count(["start", "kimi.service"]), starts)
         self.assertEqual(len(self.calls("uv")), 1)
 

@@ -157,7 +157,8 @@ class PivotTest(PlansTestCase):
         run, cp = self.apply(KIMI_PLAN, self.kimi_vars())
         status = self.assert_succeeded(run, cp)
         steps = {s["id"]: s["state"] for s in status["steps"] if s["phase"] == "main"}
-        self.assertEqual(list(steps.values()), ["succeeded"] * 7, steps)
+        self.assertEqual(list(steps.values()), ["succeeded"] * 8, steps)
+        self.assertIn("tokens/s", self.d.step(run, "benchmark", status)["reason"])
         shards = sorted(glob.glob(self.d.path("shared", "kimi-k2.5-nvfp4", "*.safetensors")))
         self.assertEqual(len(shards), SHARDS)
         # The unit deployd wrote, as systemd has it: running, enabled, in its own cgroup.
