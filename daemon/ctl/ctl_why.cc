@@ -49,7 +49,9 @@ std::vector<std::string> EvidenceLines(const json::object& evidence, const std::
   std::vector<std::string> keys;
   for (const char* key : kEvidenceOrder) {
     const json::value* value = evidence.if_contains(key);
-    if (value && !left_out(key, *value)) keys.push_back(key);
+    // Arrays and objects are printed as lines below.
+    if (value && !left_out(key, *value) && !value->is_array() && !value->is_object())
+      keys.push_back(key);
   }
   std::vector<std::string> rest;
   for (const auto& [key, value] : evidence) {
@@ -162,8 +164,19 @@ int Why(Client& client, const std::string& run_id, bool json_out) {
       for (const auto& l : tail) std::cout << "    " << Scalar(l) << "\n";
     }
   } else if (const json::value* pf = why.if_contains("preflight"); pf && pf->is_object()) {
-    std::cout << "failing preflight check (no step was started):\n";
-    for (const auto& line : EvidenceLines(pf->as_object(), "  ")) std::cout << line << "\n";
+    const json::value* failures = pf->as_object().if_contains("failures");
+    if (!failures || !failures->is_array()) {
+      std::cout << "failing preflight check (no step was started):\n";
+      for (const auto& line : EvidenceLines(pf->as_object(), "  ")) std::cout << line << "\n";
+    } else {
+      std::cout << "failing preflight checks (no step was started):\n";
+      for (const auto& failure : failures->as_array()) {
+        if (!failure.is_object()) continue;
+        std::vector<std::string> lines = EvidenceLines(failure.as_object(), "    ");
+        for (std::size_t i = 0; i < lines.size(); ++i)
+          std::cout << (i ? lines[i] : "  - " + lines[i].substr(4)) << "\n";
+      }
+    }
   }
   std::cout << "\n";
   PrintTimeline(why.at("timeline").as_array());

@@ -9,6 +9,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <cstdlib>
+#include <optional>
+#include <set>
 
 #include "actions/builtin_json.h"
 #include "engine/active_run.h"
@@ -266,22 +268,51 @@ std::vector<std::string> RunManager::ActionArgv(const Step& step) const {
           ActionRequestJson(step, context)};
 }
 
+namespace {
+
+// The secret `name` of `plan`, read from its file or deployd's environment.
+std::optional<Result<Secret>> ReadSecret(const Plan& plan, const std::string& name) {
+  auto source = std::find_if(plan.secrets.begin(), plan.secrets.end(),
+                             [&](const SecretSource& s) { return s.name == name; });
+  if (source == plan.secrets.end()) return std::nullopt;  // the parser checked every name
+  SecretSpec spec;
+  spec.name = source->name;
+  spec.file = source->file;
+  spec.env = source->env;
+  return LoadSecret(spec);
+}
+
+}  // namespace
+
 Result<std::map<std::string, std::string>> RunManager::LoadSecrets(const ActiveRun& run,
                                                                    const Step& step) {
   std::map<std::string, std::string> values;
   for (const std::string& name : step.secrets) {
-    auto source = std::find_if(run.plan.secrets.begin(), run.plan.secrets.end(),
-                               [&](const SecretSource& s) { return s.name == name; });
-    if (source == run.plan.secrets.end()) continue;  // the parser checked every name
-    SecretSpec spec;
-    spec.name = source->name;
-    spec.file = source->file;
-    spec.env = source->env;
-    Result<Secret> secret = LoadSecret(spec);
-    if (!secret.ok()) return secret.status();
-    values[name] = secret->value;
+    std::optional<Result<Secret>> secret = ReadSecret(run.plan, name);
+    if (!secret) continue;
+    if (!secret->ok()) return secret->status();
+    values[name] = secret->value().value;
   }
   return values;
+}
+
+std::vector<CheckOutcome> RunManager::SecretProblems(const Plan& plan) {
+  std::set<std::string> used;
+  for (const auto* steps : {&plan.steps, &plan.on_failure})
+    for (const Step& step : *steps) used.insert(step.secrets.begin(), step.secrets.end());
+  std::vector<CheckOutcome> problems;
+  for (const std::string& name : used) {
+    std::optional<Result<Secret>> secret = ReadSecret(plan, name);
+    if (!secret || secret->ok()) continue;
+    CheckOutcome problem;
+    problem.summary = secret->status().message();
+    problem.attempts = 1;
+    problem.evidence["check"] = "secret " + name;
+    problem.evidence["summary"] = problem.summary;
+    problem.evidence["attempts"] = 1;
+    problems.push_back(std::move(problem));
+  }
+  return problems;
 }
 
 std::shared_ptr<void> RunManager::WhenActionsExit(const std::string& run_id,

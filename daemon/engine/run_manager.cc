@@ -258,15 +258,19 @@ void RunManager::Start(ActiveRun& run) {
   Advance(run);
 }
 
+// Every preflight check runs, and every secret a step will need is read now, before any step
+// has changed the host: the operator learns all that stands in the way at once.
 void RunManager::RunPreflight(ActiveRun& run) {
-  if (run.plan.preflight.empty()) {
+  std::vector<CheckOutcome> secrets = SecretProblems(run.plan);
+  if (run.plan.preflight.empty() && secrets.empty()) {
     run.preflight_done = true;
     Advance(run);
     return;
   }
   run.preflight_checks = RunningChecks::Start(
       ex_, run.plan.preflight,
-      [this, id = run.record.id](CheckOutcome outcome) { OnPreflight(id, outcome); });
+      [this, id = run.record.id](CheckOutcome outcome) { OnPreflight(id, outcome); }, {},
+      Order::kEvery, std::move(secrets));
 }
 
 void RunManager::OnPreflight(const std::string& run_id, const CheckOutcome& outcome) {

@@ -43,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "checks/checks.h"
 #include "deployd/plan.h"
 #include "deployd/status.h"
 #include "engine/alive_actions.h"
@@ -219,6 +220,8 @@ class RunManager {
   std::vector<std::string> ActionArgv(const Step& step) const;
   // The step's secrets, read now (never stored): added to the action's environment.
   Result<std::map<std::string, std::string>> LoadSecrets(const ActiveRun& run, const Step& step);
+  // A preflight problem for each secret the plan's steps use that cannot be read now.
+  static std::vector<CheckOutcome> SecretProblems(const Plan& plan);
 
   // step_output.cc
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire

@@ -40,6 +40,11 @@ while True:
 """
 
 
+# Each attempt fails once it has written its ledger line (not after a time, which a loaded
+# machine could spend starting python3).
+FAIL_WHEN_READY = "    watch:\n      fail_on: ['^ready$']\n"
+
+
 class OwnershipTest(DaemonTestCase):
     def setUp(self):
         super().setUp()
@@ -93,9 +98,10 @@ steps:
 %son_failure:
   - id: report
     run: [python3, '%s', '@DIR@/ledger', '%s']
-    timeout: 300ms
+    watch:
+      fail_on: ['^ready$']
     grace: 100ms
-""" % (self.stubborn_step("    timeout: 300ms\n"), self.script, self.marker))
+""" % (self.stubborn_step(FAIL_WHEN_READY), self.script, self.marker))
         self.d.apply(plan, check=1)
         lines = self.ledger_lines(plan)
         self.assertEqual(len(lines), 2)

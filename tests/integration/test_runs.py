@@ -329,6 +329,43 @@ on_failure:
         events = self.assert_events_consistent(run, status)
         self.assertFalse([e for e in events if e["kind"] == "step.state"], events)
 
+    def test_every_preflight_check_runs_and_every_failure_is_named(self):
+        plan = self.d.write_plan("preflight-all.yaml", """\
+version: 1
+name: preflight-all
+secrets:
+  TOKEN: {env: DEPLOYD_E2E_UNSET_PREFLIGHT}
+preflight:
+  - command: deployd-no-such-tool
+  - command: sh
+  - file: "@DIR@/missing"
+steps:
+  - id: first
+    run: 'touch @DIR@/first-ran'
+  - id: second
+    secrets: [TOKEN]
+    run: 'true'
+""")
+        run, cp = self.d.apply(plan, check=1)
+        status = self.d.status_json(run)
+        missing = plan.file("missing")
+        self.assertEqual(status["reason"],
+                         "preflight failed: secret TOKEN: environment variable "
+                         "DEPLOYD_E2E_UNSET_PREFLIGHT is not set in deployd's environment; "
+                         "command deployd-no-such-tool: not found on PATH; "
+                         "file %s: does not exist (3 of 4 checks failed)" % missing)
+        self.assertFalse(os.path.exists(plan.file("first-ran")))
+        why = json.loads(self.d.ctl("why", run, "--json", check=1).stdout)
+        self.assertEqual([f["check"] for f in why["preflight"]["failures"]],
+                         ["secret TOKEN", "command deployd-no-such-tool", "file " + missing])
+        out = self.d.ctl("why", run, check=1).stdout
+        self.assertIn("failing preflight checks (no step was started):\n"
+                      "  - check:    secret TOKEN\n"
+                      "    attempts: 1\n"
+                      "  - check:", out)
+        # A list in the evidence is printed once, a line an item.
+        self.assertEqual(out.count("searched:"), 1, out)
+
     def test_passing_preflight_is_recorded(self):
         plan = self.d.write_plan("preflight-ok.yaml", """\
 version: 1
