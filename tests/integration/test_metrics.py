@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -330,6 +331,18 @@ class EndpointTest(MetricsTestCase):
         self.assertEqual(response.getheader("Allow"), "GET, HEAD")
         response, body = self.get("/metrics?x=1")
         self.assertEqual(response.status, 200)
+
+    def test_sighup_keeps_the_metrics_as_deployd_started_with_them(self):
+        other = free_port()
+        self.d.write_file("deployd.yaml", "metrics_textfile: %s\nmetrics_listen: 127.0.0.1:%d\n"
+                          % (self.textfile, other))
+        before = len(self.d.log())
+        self.d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "SIGHUP: reloaded" in self.d.log()[before:], timeout=30,
+                   message="deployd to reload its configuration")
+        self.assertIn("SIGHUP: metrics_listen changed to '127.0.0.1:%d': it takes effect when "
+                      "deployd restarts" % other, self.d.log()[before:])
+        self.assertEqual(self.get("/metrics")[0].status, 200)
 
     def test_a_connection_past_the_limit_is_closed_and_the_others_served(self):
         idle = []
