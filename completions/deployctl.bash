@@ -47,7 +47,7 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve dial-stdio rollout rollout-batch history"
+  verbs+=" approve dial-stdio rollout rollout-batch history metrics"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
@@ -123,7 +123,7 @@ _deployctl() {
     validate) flags+=" --var" ;;
     apply) flags+=" --var --wait --wait-lock" ;;
     plan) flags+=" --var --json" ;;
-    runs | status | why) flags+=" --json" ;;
+    runs | status | why | metrics) flags+=" --json" ;;
     watch) flags+=" --json" ;;
     logs) flags+=" -f --follow --json" ;;
     retry | skip) flags+=" --wait" ;;

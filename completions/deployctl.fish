@@ -145,7 +145,7 @@ function __deployctl_plans
 end
 
 set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
-    dial-stdio rollout rollout-batch history
+    dial-stdio rollout rollout-batch history metrics
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
@@ -173,6 +173,7 @@ complete -c deployctl -n $top -a dial-stdio -d "Join stdin and stdout to deployd
 complete -c deployctl -n $top -a rollout -d 'Apply a plan across an Ansible inventory, in batches'
 complete -c deployctl -n $top -a rollout-batch -d "Drive one batch of a rollout (its steps run it)"
 complete -c deployctl -n $top -a history -d "What a plan's runs measured (version, tokens/s, TTFT)"
+complete -c deployctl -n $top -a metrics -d 'What deployd exports to Prometheus, in its text format'
 
 # Each command's flags.
 complete -c deployctl -n "$after validate apply plan rollout" -l var -x -d 'NAME=VALUE override'
@@ -189,6 +190,7 @@ complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
 complete -c deployctl -n "$after plan status why history" -l json -d 'Print one JSON object'
 complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'
+complete -c deployctl -n "$after metrics" -l json -d 'Print the metric families as one JSON array'
 complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
 complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"
 complete -c deployctl -n "$after logs" -l json -d 'Print JSON'

@@ -26,6 +26,9 @@
 
 #include "actions/builtin_action.h"
 #include "control/control_server.h"
+#include "control/metrics_http.h"
+#include "control/metrics_report.h"
+#include "control/metrics_textfile.h"
 #include "control/systemd_notify.h"
 #include "engine/run_manager.h"
 #include "plan/daemon_config.h"
@@ -124,9 +127,25 @@ void SetReloadable(const DaemonConfig& config, RunManagerOptions& options) {
   options.allowed_roots = config.allowed_roots;
 }
 
+std::string ListenText(const DaemonConfig& config) {
+  if (!config.metrics_listen) return "";
+  return config.metrics_listen->ToString() + (config.metrics_allow_remote ? " (remote)" : "");
+}
+
+// What only a restart changes stays as deployd started with it.
+void KeepRestartOnly(const DaemonConfig& running, DaemonConfig& fresh) {
+  fresh.socket_path = running.socket_path;
+  fresh.state_dir = running.state_dir;
+  fresh.group = running.group;
+  fresh.metrics_textfile = running.metrics_textfile;
+  fresh.metrics_listen = running.metrics_listen;
+  fresh.metrics_allow_remote = running.metrics_allow_remote;
+}
+
 // SIGHUP (systemctl reload deployd): the configuration file is read again. log_max_size,
-// retention, unit_dir and allowed_roots apply to what starts from now on; socket, state_dir
-// and group need a restart and are left as they are. A file with an error changes nothing.
+// retention, unit_dir and allowed_roots apply to what starts from now on; socket, state_dir,
+// group and the metrics_* keys need a restart and are left as they are. A file with an error
+// changes nothing.
 void ReloadConfig(const std::string& path, const std::string& socket_flag,
                   const std::string& state_dir_flag, DaemonConfig& config, RunManager& runs,
                   SystemdNotifier& notifier) {
@@ -144,14 +163,14 @@ void ReloadConfig(const std::string& path, const std::string& socket_flag,
     for (auto [name, old_value, new_value] :
          {std::tuple{"socket", config.socket_path, fresh.socket_path},
           std::tuple{"state_dir", config.state_dir, fresh.state_dir},
-          std::tuple{"group", config.group, fresh.group}}) {
+          std::tuple{"group", config.group, fresh.group},
+          std::tuple{"metrics_textfile", config.metrics_textfile, fresh.metrics_textfile},
+          std::tuple{"metrics_listen", ListenText(config), ListenText(fresh)}}) {
       if (old_value != new_value)
         spdlog::warn("SIGHUP: {} changed to '{}': it takes effect when deployd restarts", name,
                      new_value);
     }
-    fresh.socket_path = config.socket_path;
-    fresh.state_dir = config.state_dir;
-    fresh.group = config.group;
+    KeepRestartOnly(config, fresh);
     config = fresh;
     RunManagerOptions reloaded;
     SetReloadable(config, reloaded);
@@ -239,14 +258,28 @@ int main(int argc, char** argv) {
   // Fault injection for the crash tests (tests/integration/test_crash.py): nothing else sets it.
   if (const char* fault = std::getenv("DEPLOYD_FAULT"))
     run_options.crash_before_start = std::string_view(fault) == "crash-before-start";
-  run_options.on_activity = [&notifier](const std::string& activity) {
+  std::unique_ptr<MetricsTextfile> metrics_textfile;
+  run_options.on_activity = [&notifier, &metrics_textfile](const std::string& activity) {
     (void)notifier.Notify("STATUS=" + activity);
+    if (metrics_textfile) metrics_textfile->Changed();
   };
   std::optional<std::string> store_lost;
   std::function<void(const std::string&)> stop;
   run_options.on_store_lost = [&](const std::string& why) { stop(why); };
   auto runs = std::make_unique<RunManager>(io.get_executor(), *store.value(), run_options);
   auto server = std::make_unique<ControlServer>(io, *runs, *store.value(), server_options);
+  // The metrics first: a configuration they refuse leaves no socket behind.
+  auto render = [&] { return RenderMetrics(*store.value(), *runs); };
+  std::unique_ptr<MetricsHttpServer> metrics_http;
+  if (config.metrics_listen) {
+    metrics_http = std::make_unique<MetricsHttpServer>(io, render);
+    if (Status s = metrics_http->Listen(*config.metrics_listen); !s.ok()) return Fail(s.message());
+  }
+  if (!config.metrics_textfile.empty()) {
+    auto textfile = MetricsTextfile::Start(io.get_executor(), config.metrics_textfile, render);
+    if (!textfile.ok()) return Fail("metrics_textfile: " + textfile.status().message());
+    metrics_textfile = std::move(textfile.value());
+  }
   if (Status s = server->Listen(); !s.ok()) return Fail(s.message());
 
   // Without a handler SIGHUP would end deployd (and systemd would not restart it: to
@@ -261,6 +294,7 @@ int main(int argc, char** argv) {
     (void)notifier.Notify("STOPPING=1\nSTATUS=stopping" + (lost.empty() ? "" : ": " + lost));
     hup.cancel();
     server->Stop();
+    if (metrics_http) metrics_http->Stop();
     runs->Shutdown();
     io.stop();
   };
@@ -284,12 +318,16 @@ int main(int argc, char** argv) {
 
   spdlog::info("deployd {} listening on {}, state in {}", DEPLOYD_VERSION, config.socket_path,
                config.state_dir);
+  if (metrics_http) spdlog::info("metrics on http://{}/metrics", config.metrics_listen->ToString());
+  if (metrics_textfile) spdlog::info("metrics written to {}", config.metrics_textfile);
   runs->Recover();
   // The socket accepts from here on: only now is the daemon ready.
   (void)notifier.Notify("READY=1\nSTATUS=listening on " + config.socket_path + ", " +
                         std::to_string(runs->active_runs()) + " runs resumed");
   notifier.StartWatchdog();
   io.run();
+  metrics_textfile.reset();
+  metrics_http.reset();
   runs.reset();
   server.reset();
   if (store_lost) return Fail(*store_lost);

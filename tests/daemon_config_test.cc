@@ -71,7 +71,8 @@ TEST_CASE("config: problems are reported with their position") {
   DaemonConfig c;
   CHECK(Load("socket: /x\nstate_dri: /y\nlog_max_size: lots\nsocket: /z\ngroup: [a]\n", c) ==
         ":2:1: error: unknown key 'state_dri' (known: socket, state_dir, group, log_max_size, "
-        "retention, unit_dir, allowed_roots)\n"
+        "retention, unit_dir, allowed_roots, metrics_textfile, metrics_listen, "
+        "metrics_allow_remote)\n"
         "state_dri: /y\n"
         "^\n"
         ":3:15: error: invalid size 'lots' (expected e.g. 64MiB)\n"
@@ -89,6 +90,49 @@ TEST_CASE("config: problems are reported with their position") {
         "           ^\n");
   CHECK(Load("- a\n", c) == ":1:1: error: the configuration must be a map of settings\n- a\n^\n");
   CHECK(Load("a: [\n", c).find("error: ") != std::string::npos);
+}
+
+TEST_CASE("config: the metrics keys, off by default") {
+  DaemonConfig c;
+  CHECK(c.metrics_textfile.empty());
+  CHECK_FALSE(c.metrics_listen.has_value());
+  CHECK(Load("metrics_textfile: /var/lib/prometheus/node-exporter/deployd.prom\n"
+             "metrics_listen: '[::1]:9464'\n",
+             c) == "");
+  CHECK(c.metrics_textfile == "/var/lib/prometheus/node-exporter/deployd.prom");
+  REQUIRE(c.metrics_listen.has_value());
+  CHECK(c.metrics_listen->ToString() == "[::1]:9464");
+  CHECK_FALSE(c.metrics_allow_remote);
+  // Another address than loopback only when the operator says so, wherever that is said.
+  CHECK(Load("metrics_allow_remote: true\nmetrics_listen: 10.1.2.3:9464\n", c) == "");
+  CHECK(c.metrics_listen->ToString() == "10.1.2.3:9464");
+  CHECK(c.metrics_allow_remote);
+}
+
+TEST_CASE("config: bad metrics settings are refused with their position") {
+  DaemonConfig c;
+  CHECK(Load("metrics_listen: 0.0.0.0:9464\n", c) ==
+        ":1:17: error: 'metrics_listen' 0.0.0.0:9464 is not a loopback address: the metrics "
+        "would be served to the network; set metrics_allow_remote: true to allow that\n"
+        "metrics_listen: 0.0.0.0:9464\n"
+        "                ^\n");
+  CHECK(Load("metrics_listen: localhost:9464\n", c) ==
+        ":1:17: error: invalid address 'localhost:9464' (expected an IP address and a port, e.g. "
+        "127.0.0.1:9464 or [::1]:9464)\n"
+        "metrics_listen: localhost:9464\n"
+        "                ^\n");
+  CHECK(Load("metrics_listen: 127.0.0.1\n", c).find("invalid address '127.0.0.1'") !=
+        std::string::npos);
+  CHECK(Load("metrics_textfile: deployd.prom\nmetrics_allow_remote: yes\n", c) ==
+        ":1:19: error: 'metrics_textfile' must be an absolute path ending in .prom "
+        "(node_exporter's textfile collector reads only *.prom files)\n"
+        "metrics_textfile: deployd.prom\n"
+        "                  ^\n"
+        ":2:23: error: 'metrics_allow_remote' must be true or false\n"
+        "metrics_allow_remote: yes\n"
+        "                      ^\n");
+  CHECK(Load("metrics_textfile: /srv/deployd.txt\n", c).find("ending in .prom") !=
+        std::string::npos);
 }
 
 TEST_CASE("config: a missing file is an error") {

@@ -466,7 +466,8 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
   CHECK(*store->ReadPragma("journal_mode") == "wal");
   CHECK_FALSE(store->ReadPragma("synchronous = OFF").ok());
   CHECK(raw.Query("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE "
-                  "type = 'table' ORDER BY name)") == "events,runs,steps");
+                  "type = 'table' ORDER BY name)") ==
+        "events,plan_totals,runs,step_duration_bounds,step_durations,steps");
 }
 
 TEST_CASE("the event log refuses updates and deletes", "[run_store]") {
@@ -955,6 +956,18 @@ TEST_CASE("a version 1 database is migrated to the current version and keeps its
   auto events = MustEvents(*store, "old-3");
   REQUIRE(events.size() == 3);
   CHECK(events[1].detail == "attempt 1");
+  // The metrics' counts (version 6) start from the runs that are there.
+  Result<StoreMetrics> counted = store->ReadMetrics();
+  REQUIRE(counted.ok());
+  REQUIRE(counted->totals.size() == 2);
+  CHECK(counted->totals[0].what == "failure.exit");
+  CHECK(counted->totals[1].what == "run.failed");
+  CHECK(counted->totals[1].last_at_ms == 1'700'000'009'000);
+  REQUIRE(counted->durations.size() == 2);
+  CHECK(counted->durations[0].step == "fetch");
+  CHECK(counted->durations[0].sum_ms == 400);
+  CHECK(counted->durations[1].step == "launch");
+  CHECK(counted->durations[1].state == "failed");
 
   // The new column takes writes; old rows and new runs live side by side.
   StepRecord launch = run.steps[1];

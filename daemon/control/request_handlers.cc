@@ -5,6 +5,7 @@
 
 #include "control/failure_report.h"
 #include "control/history_report.h"
+#include "control/metrics_report.h"
 #include "control/plan_parsing.h"
 #include "control/plan_preview.h"
 #include "deployd/protocol.h"
@@ -134,6 +135,7 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
   if (op == "status" && !request.contains("run") && request.contains("key"))
     return StatusByKey(context, request);
   if (op == "history") return HandleHistory(context, request);
+  if (op == "metrics") return HandleMetrics(context);
   if (!NeedsRun(op)) return ErrorAnswer("bad request: unknown op '" + op + "'");
   const json::string* run_field = StringField(request, "run");
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");

@@ -10,6 +10,10 @@
 
 #include "ctl/ctl_client.h"
 
+namespace CLI {
+class App;
+}
+
 namespace deployd::ctl {
 
 // Prints a run's transitions as plain lines as they are committed (and a line per progress
@@ -30,6 +34,10 @@ int History(Client& client, const std::string& plan, int limit, bool json);
 // A step's benchmark figures in one line, with its baseline, from the step's evidence; "" when
 // it has none.
 std::string BenchmarkLine(const boost::json::object& evidence);
+
+// `deployctl metrics [--json]` (ctl_metrics.cc): the verb on the command line, and what it does.
+CLI::App* DefineMetricsVerb(CLI::App& app, bool& json_out);
+int Metrics(Client& client, bool json_out);
 
 // Prints a step's output as it grows until the step has ended and its processes have exited
 // (ctl_logs.cc).

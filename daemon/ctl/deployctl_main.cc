@@ -205,6 +205,7 @@ struct Verbs {
   CLI::App* approve;
   CLI::App* dial_stdio;
   CLI::App* history;
+  CLI::App* metrics;
 };
 
 // The fleet's verbs (rollout_verbs.h) and what was given with them.
@@ -326,6 +327,7 @@ Verbs DefineVerbs(CLI::App& app, Args& a) {
   v.history->add_option("--limit", a.limit, "at most this many runs (default 20; 0: all)")
       ->check(CLI::NonNegativeNumber);
   v.history->add_flag("--json", a.json_out, "print one JSON object");
+  v.metrics = DefineMetricsVerb(app, a.json_out);
   return v;
 }
 
@@ -355,6 +357,7 @@ int RunClientVerb(const Verbs& v, const Args& a) {
   }
   if (*v.runs) return ListRuns(client, a.json_out);
   if (*v.history) return History(client, a.plan_name, a.limit, a.json_out);
+  if (*v.metrics) return Metrics(client, a.json_out);
   if (*v.status) return ShowStatus(client, run_id, a.json_out);
   if (*v.logs && a.follow) {
     if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");

@@ -154,6 +154,11 @@ class RunManager {
   std::shared_ptr<void> WhenActionsExit(const std::string& run_id, const std::string& step_id,
                                         std::function<void()> done);
   size_t active_runs() const { return runs_.size(); }
+  // For deployd's metrics: the storage fault now (inactive when none) and since deployd
+  // started, and how many transitions wait for the store.
+  const StorageFault& storage_fault() const { return fault_; }
+  const StorageFaultTotals& storage_fault_totals() const { return fault_totals_; }
+  size_t waiting_transitions() const { return held_.size(); }
   // SIGHUP: takes the settings that may change while deployd runs (log_cap_bytes, retention,
   // unit_dir, allowed_roots) from `options`, for what starts from now on; runs that a shorter
   // retention expires are forgotten at once.
@@ -272,6 +277,7 @@ class RunManager {
   AliveActions alive_actions_;
   // storage_retry.cc
   StorageFault fault_;
+  StorageFaultTotals fault_totals_;
   std::deque<std::function<void()>> held_;
   bool blocked_ = false;
   bool draining_ = false;

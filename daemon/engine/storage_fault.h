@@ -11,6 +11,14 @@
 
 namespace deployd {
 
+// What deployd's metrics say of the storage since deployd started: how often writes began to
+// be refused, how many writes were refused, and how long the faults lasted.
+struct StorageFaultTotals {
+  std::uint64_t faults = 0;
+  std::uint64_t failed_writes = 0;
+  std::int64_t fault_ms = 0;  // of the faults that have cleared
+};
+
 class StorageFault {
  public:
   // The first try again comes this soon after a failed write, each next one twice as late, up

@@ -46,6 +46,8 @@ Result<EventRecord> RunManager::Record(const Transition& t) {
     case RunStore::Failure::kStorage: {
       const bool first = !fault_.active();
       std::chrono::milliseconds delay = fault_.Failed(error, NowMs());
+      ++fault_totals_.failed_writes;
+      if (first) ++fault_totals_.faults;
       blocked_ = true;
       if (first) {
         spdlog::error(
@@ -103,6 +105,7 @@ void RunManager::RetryHeld() {
     return;
   }
   std::int64_t lasted = fault_.Cleared(NowMs());
+  fault_totals_.fault_ms += lasted;
   std::string note =
       "recording again after " + FormatDuration(Duration(lasted)) + "; the " +
       std::to_string(waiting) +

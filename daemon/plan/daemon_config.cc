@@ -62,6 +62,33 @@ void ReadAllowedRoots(const YAML::Node& value, const ErrorAt& error, DaemonConfi
   }
 }
 
+// The metrics settings; false when `name` is none of them.
+bool ReadMetricsSetting(const std::string& name, const YAML::Node& value, const ErrorAt& error,
+                        DaemonConfig& config) {
+  const std::string& text = value.Scalar();
+  if (name == "metrics_textfile") {
+    if (!text.starts_with("/") || !text.ends_with(".prom") || text.ends_with("/.prom"))
+      error(value.Mark(),
+            "'metrics_textfile' must be an absolute path ending in .prom (node_exporter's "
+            "textfile collector reads only *.prom files)");
+    else
+      config.metrics_textfile = text;
+  } else if (name == "metrics_listen") {
+    config.metrics_listen = ParseListenAddress(text);
+    if (!config.metrics_listen)
+      error(value.Mark(), "invalid address '" + text +
+                              "' (expected an IP address and a port, e.g. 127.0.0.1:9464 or "
+                              "[::1]:9464)");
+  } else if (name == "metrics_allow_remote") {
+    if (text != "true" && text != "false")
+      error(value.Mark(), "'metrics_allow_remote' must be true or false");
+    config.metrics_allow_remote = text == "true";
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // One setting whose value is a scalar.
 void ReadSetting(const std::string& name, const YAML::Node& key, const YAML::Node& value,
                  const ErrorAt& error, DaemonConfig& config) {
@@ -88,11 +115,22 @@ void ReadSetting(const std::string& name, const YAML::Node& key, const YAML::Nod
       error(value.Mark(), "'unit_dir' must be an absolute directory");
     else
       config.unit_dir = value.Scalar();
-  } else {
+  } else if (!ReadMetricsSetting(name, value, error, config)) {
     error(key.Mark(), "unknown key '" + name +
                           "' (known: socket, state_dir, group, log_max_size, retention, "
-                          "unit_dir, allowed_roots)");
+                          "unit_dir, allowed_roots, metrics_textfile, metrics_listen, "
+                          "metrics_allow_remote)");
   }
+}
+
+// A metrics_listen that is not on loopback serves the metrics to the network: only when the
+// operator says so.
+void CheckMetricsListen(const YAML::Mark& at, const ErrorAt& error, const DaemonConfig& config) {
+  if (!config.metrics_listen || config.metrics_listen->loopback || config.metrics_allow_remote)
+    return;
+  error(at, "'metrics_listen' " + config.metrics_listen->ToString() +
+                " is not a loopback address: the metrics would be served to the "
+                "network; set metrics_allow_remote: true to allow that");
 }
 
 }  // namespace
@@ -125,6 +163,7 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
     return;
   }
   std::set<std::string> seen;
+  std::optional<YAML::Mark> listen;  // where metrics_listen is
   for (auto it = root.begin(); it != root.end(); ++it) {
     YAML::Node key = it->first;
     YAML::Node value = it->second;
@@ -137,8 +176,10 @@ void LoadDaemonConfig(const std::string& path, DaemonConfig& config,
       error(value.Mark(), "'" + name + "' must be a single value");
     } else {
       ReadSetting(name, key, value, error, config);
+      if (name == "metrics_listen") listen = value.Mark();
     }
   }
+  if (listen) CheckMetricsListen(*listen, error, config);
 }
 
 }  // namespace deployd

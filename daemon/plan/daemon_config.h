@@ -10,6 +10,7 @@
 
 #include "deployd/plan.h"
 #include "plan/diagnostic.h"
+#include "util/listen_address.h"
 
 namespace deployd {
 
@@ -21,6 +22,11 @@ struct DaemonConfig {
   std::optional<Duration> retention;             // forget finished runs older than this
   std::string unit_dir = "/etc/systemd/system";  // where `service` steps write unit files
   std::vector<std::string> allowed_roots;        // `remove` deletes only under these
+  // Prometheus: a node_exporter textfile deployd keeps up to date, "" = none; an HTTP endpoint
+  // (`/metrics`), none by default, on a loopback address unless metrics_allow_remote.
+  std::string metrics_textfile;
+  std::optional<ListenAddress> metrics_listen;
+  bool metrics_allow_remote = false;
 };
 
 // Root: /run/deployd/deployd.sock; others: $XDG_RUNTIME_DIR/deployd/deployd.sock, else

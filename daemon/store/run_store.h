@@ -24,6 +24,7 @@
 
 #include "deployd/states.h"
 #include "deployd/status.h"
+#include "store/store_metrics.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -154,11 +155,14 @@ class RunStore {
                                                             const std::string& step_id,
                                                             const std::string& key);
 
+  // What the database counts for deployd's metrics (run_store_metrics.cc).
+  Result<StoreMetrics> ReadMetrics();
+
   // For diagnostics and tests: the value of `PRAGMA <name>` ([a-z_]+) on this store's own
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life

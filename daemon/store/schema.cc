@@ -14,7 +14,7 @@ using sqlite::Exec;
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 5> kMigrations = {
+constexpr std::array<const char*, 6> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -88,6 +88,118 @@ ALTER TABLE steps ADD COLUMN due_at_ms INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE runs ADD COLUMN idem_key TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX runs_by_idem_key ON runs (idem_key) WHERE idem_key <> '';
+)sql",
+    // Version 6: what deployd's metrics count (`deployctl metrics`), kept by triggers in the
+    // transaction of the transition they count, so that the counts survive restarts and the
+    // runs that retention forgets, and a scrape reads a few rows a plan, not every run and event.
+    // A plan's counts go with its last run. The counts start from the runs already recorded.
+    R"sql(
+CREATE TABLE plan_totals (
+  plan_name TEXT NOT NULL,
+  what TEXT NOT NULL,                -- 'run.STATE': runs that ended so; 'failure.CLASS': steps
+                                     -- that failed (and failed preflights), by why; 'stall'
+  count INTEGER NOT NULL,
+  last_at_ms INTEGER NOT NULL,       -- when the last one was counted
+  PRIMARY KEY (plan_name, what)
+) STRICT, WITHOUT ROWID;
+
+-- The upper bounds of the step durations' histogram buckets, from 10 ms to 8 h.
+CREATE TABLE step_duration_bounds (le_ms INTEGER NOT NULL PRIMARY KEY) STRICT;
+INSERT INTO step_duration_bounds VALUES (10), (50), (250), (1000), (5000), (15000), (30000),
+  (60000), (120000), (300000), (600000), (1800000), (3600000), (7200000), (14400000), (28800000);
+
+-- Steps that ended succeeded or failed, by how long from their first fire: each row counts
+-- the durations up to le_ms above the next lower bound (-1: above every bound).
+CREATE TABLE step_durations (
+  plan_name TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  le_ms INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  sum_ms INTEGER NOT NULL,
+  PRIMARY KEY (plan_name, step_id, state, le_ms)
+) STRICT, WITHOUT ROWID;
+
+-- What a step's record counts for, in one place for the triggers and the first counts: its
+-- duration's bucket, whether its last attempt stalled, and why it failed: what deployd put in
+-- its reason and evidence, then its action's exit status (json_type() of text that is not JSON
+-- would be an error, hence ev).
+CREATE VIEW step_counts AS
+SELECT run_id, idx, plan_name, step_id, state, finished_at_ms, timed, duration_ms,
+  COALESCE((SELECT MIN(le_ms) FROM step_duration_bounds WHERE le_ms >= duration_ms), -1) AS le_ms,
+  json_type(ev, '$.stalled_for_ms') IS NOT NULL AS stalled,
+  CASE
+    WHEN reason GLOB 'verify failed: *' THEN 'verify'
+    WHEN reason GLOB 'interrupted by a restart of deployd*' THEN 'interrupted'
+    WHEN json_type(ev, '$.stalled_for_ms') IS NOT NULL THEN 'stall'
+    WHEN json_type(ev, '$.timeout_ms') IS NOT NULL THEN 'timeout'
+    WHEN json_type(ev, '$.fail_on') IS NOT NULL THEN 'fail_on'
+    WHEN exit_status IS NOT NULL THEN 'exit'
+    ELSE 'other'
+  END AS failure_class
+FROM (SELECT s.run_id, s.idx, r.plan_name, s.id AS step_id, s.state, s.reason, s.exit_status,
+        s.finished_at_ms,
+        s.started_at_ms > 0 AND s.state IN ('succeeded', 'failed') AS timed,
+        s.finished_at_ms - s.started_at_ms AS duration_ms,
+        CASE WHEN json_valid(s.evidence) THEN s.evidence ELSE '{}' END AS ev
+      FROM steps s JOIN runs r ON r.id = s.run_id);
+
+CREATE TRIGGER runs_counted AFTER UPDATE OF state ON runs
+WHEN OLD.state <> NEW.state AND NEW.state IN ('succeeded', 'failed', 'cancelled')
+BEGIN
+  INSERT INTO plan_totals VALUES (NEW.plan_name, 'run.' || NEW.state, 1, NEW.finished_at_ms)
+    ON CONFLICT DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms;
+  INSERT INTO plan_totals SELECT NEW.plan_name, 'failure.preflight', 1, NEW.finished_at_ms
+    WHERE NEW.state = 'failed' AND NEW.reason GLOB 'preflight failed: *'
+    ON CONFLICT DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms;
+END;
+
+CREATE TRIGGER steps_counted AFTER UPDATE OF state ON steps
+WHEN OLD.state <> NEW.state
+BEGIN
+  INSERT INTO step_durations
+    SELECT plan_name, step_id, state, le_ms, 1, duration_ms FROM step_counts
+    WHERE run_id = NEW.run_id AND idx = NEW.idx AND timed
+    ON CONFLICT DO UPDATE SET count = count + 1, sum_ms = sum_ms + excluded.sum_ms;
+  INSERT INTO plan_totals
+    SELECT plan_name, 'failure.' || failure_class, 1, finished_at_ms FROM step_counts
+    WHERE run_id = NEW.run_id AND idx = NEW.idx AND state = 'failed'
+    ON CONFLICT DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms;
+  -- A stall stops the attempt: the step is then failed, or pending for its next attempt.
+  INSERT INTO plan_totals
+    SELECT plan_name, 'stall', 1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+    FROM step_counts
+    WHERE run_id = NEW.run_id AND idx = NEW.idx AND stalled
+      AND OLD.state IN ('running', 'verifying') AND NEW.state IN ('pending', 'failed')
+    ON CONFLICT DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms;
+END;
+
+CREATE TRIGGER runs_forgotten AFTER DELETE ON runs
+WHEN NOT EXISTS (SELECT 1 FROM runs WHERE plan_name = OLD.plan_name)
+BEGIN
+  DELETE FROM plan_totals WHERE plan_name = OLD.plan_name;
+  DELETE FROM step_durations WHERE plan_name = OLD.plan_name;
+END;
+
+-- A scrape counts the unfinished runs, and finds each plan's last succeeded run, by index.
+CREATE INDEX runs_by_state ON runs (state, plan_name);
+CREATE INDEX runs_by_plan ON runs (plan_name, state, seq);
+
+INSERT INTO plan_totals
+  SELECT plan_name, 'run.' || state, COUNT(*), MAX(finished_at_ms) FROM runs
+  WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY plan_name, state;
+INSERT INTO plan_totals
+  SELECT plan_name, 'failure.preflight', COUNT(*), MAX(finished_at_ms) FROM runs
+  WHERE state = 'failed' AND reason GLOB 'preflight failed: *' GROUP BY plan_name;
+INSERT INTO plan_totals
+  SELECT plan_name, 'failure.' || failure_class, COUNT(*), MAX(finished_at_ms) FROM step_counts
+  WHERE state = 'failed' GROUP BY plan_name, failure_class;
+INSERT INTO plan_totals
+  SELECT plan_name, 'stall', COUNT(*), MAX(finished_at_ms) FROM step_counts
+  WHERE stalled AND state IN ('pending', 'failed') GROUP BY plan_name;
+INSERT INTO step_durations
+  SELECT plan_name, step_id, state, le_ms, COUNT(*), SUM(duration_ms) FROM step_counts
+  WHERE timed GROUP BY plan_name, step_id, state, le_ms;
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,

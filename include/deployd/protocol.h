@@ -16,6 +16,8 @@
 //   {"v": 1, "op": "why", "run": "demo-3"}      → {"ok": true, "why": {…}} (failure_report.h)
 //   {"v": 1, "op": "history", "plan": "kimi", "limit": 20}   (limit optional)
 //       → {"ok": true, "history": {…}} (history_report.h): what the plan's runs measured
+//   {"v": 1, "op": "metrics"}   → {"ok": true, "metrics": [{"name", "type", "help", "samples"}]}
+//       (control/metrics_report.h): what deployd exports to Prometheus
 //   {"v": 1, "op": "plan", "plan_text": "...", "plan_file": "demo.yaml", "vars": {…}}
 //       → {"ok": true, "plan": {…}} (plan_preview.h): a dry run; nothing is recorded
 //   {"v": 1, "op": "ping"}

@@ -20,7 +20,7 @@ from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
          "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch",
-         "history"]
+         "history", "metrics"]
 
 PLAN = """\
 version: 1
@@ -200,6 +200,7 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--help"])
         self.assert_completes("deployctl retry --", ["--wait", "--help"])
         self.assert_completes("deployctl history --", ["--limit", "--json", "--help"])
+        self.assert_completes("deployctl metrics --", ["--json", "--help"])
 
     def test_plan_files(self):
         for name in ("a.yaml", "b.yml", "notes.txt"):

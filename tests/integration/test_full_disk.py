@@ -11,6 +11,7 @@ import subprocess
 import threading
 import unittest
 
+import test_metrics
 from harness import DaemonTestCase, wait_until
 
 TMPFS_SIZE = "24m"
@@ -135,6 +136,31 @@ steps:
         self.assertIn("recording again after", self.d.log())
         wait_until(lambda: self.status_notices("recording again after "),
                    message="STATUS=recording again")
+
+    def test_the_metrics_say_so_meanwhile_and_count_it_after(self):
+        python = test_metrics.parser_python()
+
+        def scrape():
+            return test_metrics.Scrape(self, self.d.ctl("metrics", check=0).stdout, python)
+        plan, run, filled, status = self.run_until_the_disk_is_full()
+        # Reads still work while the writes wait; the fault is there, with what waits.
+        during = scrape()
+        self.assertEqual(during.value("deployd_storage_fault_active"), 1)
+        self.assertEqual(during.value("deployd_storage_faults_total"), 1)
+        self.assertGreaterEqual(during.value("deployd_storage_failed_writes_total"), 1)
+        self.assertGreaterEqual(during.value("deployd_storage_waiting_transitions"), 1)
+        self.assertEqual(during.value("deployd_active_runs", plan="full", state="running"), 1)
+        self.assertEqual(during.value("deployd_runs_finished_total", plan="full",
+                                      state="succeeded"), 0)
+        os.remove(filled)
+        self.d.wait_run(run)
+        after = scrape()
+        self.assertEqual(after.value("deployd_storage_fault_active"), 0)
+        self.assertEqual(after.value("deployd_storage_faults_total"), 1)
+        self.assertEqual(after.value("deployd_storage_waiting_transitions"), 0)
+        self.assertGreater(after.value("deployd_storage_fault_seconds_total"), 0)
+        self.assertEqual(after.value("deployd_runs_finished_total", plan="full",
+                                     state="succeeded"), 1)
 
     def test_a_restart_while_the_disk_is_full_does_not_call_the_finished_step_interrupted(self):
         plan, run, filled, status = self.run_until_the_disk_is_full()
