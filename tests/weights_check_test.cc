@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -270,6 +271,36 @@ TEST_CASE("weights: sha256 digests are verified when given") {
                                " does not match its sha256 (expected " + expected + "…, got " +
                                actual.substr(0, 12) + "…)");
   CHECK(outcome.evidence.at("sha256").as_array()[1].as_object().at("status") == "mismatch");
+}
+
+TEST_CASE("weights: sha256 digests of several files hashed at once") {
+  TempDir dir;
+  WeightsCheckOptions options;
+  options.parallel_hashes = 3;
+  for (int k = 1; k <= 5; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-00005.safetensors", k);
+    WriteFile(dir / name, SafetensorsBytes({{"w", static_cast<std::size_t>(100 * k)}}));
+    options.sha256[name] = Sha256File(dir / name).value();
+  }
+  options.sha256["model-00004-of-00005.safetensors"] = std::string(64, 'e');
+  WeightsCheckOutcome outcome = Check(dir, options);
+  CHECK_FALSE(outcome.passed);
+  CHECK_THAT(
+      outcome.summary,
+      Catch::EndsWith(": model-00004-of-00005.safetensors does not match "
+                      "its sha256 (expected eeeeeeeeeeee…, got " +
+                      Sha256File(dir / "model-00004-of-00005.safetensors").value().substr(0, 12) +
+                      "…)"));
+  const auto& digests = outcome.evidence.at("sha256").as_array();
+  REQUIRE(digests.size() == 5);
+  for (int k = 0; k < 5; ++k) {
+    CHECK(digests[k].as_object().at("status") == (k == 3 ? "mismatch" : "match"));
+    CHECK(digests[k].as_object().at("file").as_string() ==
+          "model-0000" + std::to_string(k + 1) + "-of-00005.safetensors");
+  }
+  CHECK(HashParallelism() >= 1);
+  CHECK(HashParallelism() <= kMaxParallelHashes);
 }
 
 TEST_CASE("weights: a sha256 entry for a missing file fails") {

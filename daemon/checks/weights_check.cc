@@ -1,6 +1,7 @@
 #include "checks/weights_check.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -274,7 +275,47 @@ json::array Listed(const std::vector<std::string>& names) {
   return out;
 }
 
+// Step 4: each file against its digest, `parallel` files at once.
+json::array CheckDigests(const std::string& dir, const std::map<std::string, std::string>& digests,
+                         unsigned parallel, json::array& problems) {
+  std::vector<std::string> paths;
+  for (const auto& [file, expected] : digests) paths.push_back((fs::path(dir) / file).string());
+  std::vector<Result<std::string>> actual = Sha256Files(paths, parallel);
+  json::array entries;
+  std::size_t i = 0;
+  for (const auto& [file, expected] : digests) {
+    const Result<std::string>& hashed = actual[i];
+    const std::string& path = paths[i++];
+    json::object entry{{"file", file}, {"expected", expected}};
+    if (!hashed.ok()) {
+      entry["status"] = "unreadable";
+      entry["error"] = hashed.status().message();
+      std::error_code exists_ec;
+      problems.emplace_back(fs::exists(path, exists_ec)
+                                ? file + " cannot be hashed: " + hashed.status().message()
+                                : file + " listed in sha256 is missing");
+    } else {
+      entry["actual"] = hashed.value();
+      bool match = hashed.value() == expected;
+      entry["status"] = match ? "match" : "mismatch";
+      if (!match) {
+        problems.emplace_back(file + " does not match its sha256 (expected " +
+                              expected.substr(0, 12) + "…, got " + hashed->substr(0, 12) + "…)");
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 }  // namespace
+
+unsigned HashParallelism() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
+  return std::clamp<unsigned>(static_cast<unsigned>(CPU_COUNT(&cpus)), 1, kMaxParallelHashes);
+}
 
 Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
                                                  const WeightsCheckOptions& options) {
@@ -371,31 +412,8 @@ Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
 
   // 4. Digests, only when everything cheaper passed: hashing hundreds of GB to confirm a
   // failure already known would hold the check for minutes.
-  if (!expected_digests.empty() && problems.empty()) {
-    json::array digests;
-    for (const auto& [file, expected] : expected_digests) {
-      json::object entry{{"file", file}, {"expected", expected}};
-      Result<std::string> actual = Sha256File((fs::path(dir) / file).string());
-      if (!actual.ok()) {
-        entry["status"] = "unreadable";
-        entry["error"] = actual.status().message();
-        std::error_code exists_ec;
-        problems.emplace_back(fs::exists(fs::path(dir) / file, exists_ec)
-                                  ? file + " cannot be hashed: " + actual.status().message()
-                                  : file + " listed in sha256 is missing");
-      } else {
-        entry["actual"] = *actual;
-        bool match = *actual == expected;
-        entry["status"] = match ? "match" : "mismatch";
-        if (!match) {
-          problems.emplace_back(file + " does not match its sha256 (expected " +
-                                expected.substr(0, 12) + "…, got " + actual->substr(0, 12) + "…)");
-        }
-      }
-      digests.push_back(std::move(entry));
-    }
-    evidence["sha256"] = std::move(digests);
-  }
+  if (!expected_digests.empty() && problems.empty())
+    evidence["sha256"] = CheckDigests(dir, expected_digests, options.parallel_hashes, problems);
 
   if (problems.empty()) {
     outcome.summary = "weights " + dir + ": " + Plural(tree.shards.size(), "shard", "shards") +

@@ -12,14 +12,16 @@
 //      `data_offsets[1]` of its tensors. Only the first 8 + N bytes are read, so a truncated
 //      shard is caught in milliseconds; this is the same test safetensors itself makes before
 //      failing with `MetadataIncompleteBuffer`.
-//   4. When sha256 digests are given, each named file hashes to its digest.
+//   4. When sha256 digests are given, each named file hashes to its digest (OpenSSL,
+//      util/sha256.h), up to `parallel_hashes` files at once.
 // A directory without any `*.safetensors` file fails ("no *.safetensors files"): this check
 // cannot vouch for other formats (GGUF, .bin), and passing on nothing would hide a wrong path.
 // Files under the top-level `.cache/` are huggingface_hub's bookkeeping, not shards.
 //
 // Synchronous and blocking: steps 1-3 touch a few KiB per shard, but step 4 reads every byte
 // (minutes for hundreds of GB), so a caller on the io_context must run it elsewhere when
-// sha256 is given.
+// sha256 is given: the daemon runs it in the `deployd --probe` child (checks.cc), which alone
+// asks for parallel_hashes > 1 and so is the only process with hashing threads.
 //
 // Summaries are "weights DIR: <what was seen>", the first problem in the order above:
 //   weights /m: 2 files still downloading (*.incomplete)
@@ -45,6 +47,9 @@ struct WeightsCheckOptions {
   // Expected digests (64 hex digits, either case) by path relative to the directory
   // ("model-00001-of-00002.safetensors"). Empty: nothing is hashed.
   std::map<std::string, std::string> sha256;
+  // Files hashed at once, each on a thread of its own; 1: one after another on the calling
+  // thread. The probe child gives HashParallelism().
+  unsigned parallel_hashes = 1;
 };
 
 struct WeightsCheckOutcome {
@@ -62,6 +67,14 @@ Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
 // The largest header length believed: real headers are a few hundred KiB even for models with
 // tens of thousands of tensors; a larger value is garbage, not a header to read into memory.
 inline constexpr std::uint64_t kMaxSafetensorsHeader = 100ull << 20;
+
+// The most files the probe child hashes at once. One thread hashes one file at 0.5-0.7 GB/s on
+// a loaded core (SHA extensions; 1.65 GB/s from memory); four read 2-3 GB/s together, about
+// what a local NVMe disk gives, so more would only compete for the disk and for the CPUs of
+// the host's other work.
+inline constexpr unsigned kMaxParallelHashes = 4;
+// kMaxParallelHashes, or fewer when this process may run on fewer CPUs (sched_getaffinity).
+unsigned HashParallelism();
 
 }  // namespace deployd
 
