@@ -174,6 +174,58 @@ TEST_CASE("weights: an index in a subdirectory names shards relative to itself")
         "weights " + dir.path + ": unet/diffusion-2.safetensors named in the index is missing");
 }
 
+TEST_CASE("weights: without an index, numbered shards must all be there") {
+  TempDir dir;
+  // A download cut after two of three shards, before (or without) its index.
+  WriteFile(dir / "model-00001-of-00003.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(dir / "model-00002-of-00003.safetensors", SafetensorsBytes({{"b", 10}}));
+  WeightsCheckOutcome outcome = Check(dir);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary == "weights " + dir.path +
+                               ": 1 of the 3 shards named model-*-of-00003 is missing (no index): "
+                               "model-00003-of-00003.safetensors");
+  const auto& series = outcome.evidence.at("numbered").as_array()[0].as_object();
+  CHECK(series.at("name") == "model-*-of-00003");
+  CHECK(series.at("shards").as_uint64() == 3);
+  CHECK(series.at("present").as_uint64() == 2);
+  CHECK(boost::json::serialize(series.at("missing")) == R"(["model-00003-of-00003.safetensors"])");
+
+  WriteFile(dir / "model-00003-of-00003.safetensors", SafetensorsBytes({{"c", 10}}));
+  outcome = Check(dir);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary.ends_with(": 3 shards complete (318B)"));
+
+  // Numbers are padded as the names present pad them; the count is taken as written, and a
+  // series in a subdirectory is named with it.
+  TempDir wide;
+  WriteFile(wide / "original/model-00002-of-000005.safetensors", SafetensorsBytes({{"a", 10}}));
+  CHECK(Check(wide).summary ==
+        "weights " + wide.path +
+            ": 4 of the 5 shards named original/model-*-of-000005 are "
+            "missing (no index): original/model-00001-of-000005.safetensors, "
+            "original/model-00003-of-000005.safetensors, "
+            "original/model-00004-of-000005.safetensors, …");
+}
+
+TEST_CASE("weights: a directory with an index is judged by the index, not the names") {
+  TempDir dir;
+  // The index is the truth: it names two shards, whatever their names count.
+  WriteFile(dir / "model-00001-of-00003.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(dir / "model-00002-of-00003.safetensors", SafetensorsBytes({{"b", 10}}));
+  WriteFile(dir / "model.safetensors.index.json",
+            R"({"weight_map": {"a": "model-00001-of-00003.safetensors",
+                               "b": "model-00002-of-00003.safetensors"}})");
+  WeightsCheckOutcome outcome = Check(dir);
+  CHECK(outcome.passed);
+  CHECK(outcome.evidence.at("numbered").as_array().empty());
+  // Names that only look numbered are not a series.
+  TempDir other;
+  WriteFile(other / "model-v2-of-x.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(other / "run-0-of-0.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(other / "model-0000001-of-0000002.safetensors", SafetensorsBytes({{"a", 10}}));
+  CHECK(Check(other).passed);
+}
+
 TEST_CASE("weights: a corrupt index fails") {
   TempDir dir;
   WriteModel(dir);

@@ -6,7 +6,11 @@
 //      place only when it is whole).
 //   2. Every shard named in the `weight_map` of a `*.safetensors.index.json` (normally
 //      `model.safetensors.index.json`; one in a subdirectory names shards relative to itself)
-//      is present.
+//      is present. In a directory that holds no index, the shards' own names count them:
+//      `model-00002-of-00003.safetensors` says there are three, so model-00001…00003 must all
+//      be there (a download cut after two shards, with its index not fetched or not published,
+//      is not complete). The number is padded as the names present pad it; the count is taken
+//      as written (`-of-000163`).
 //   3. Every `*.safetensors` file is exactly as long as its header says: 8 bytes of header
 //      length (little-endian u64), the JSON header, then the data, whose end is the largest
 //      `data_offsets[1]` of its tensors. Only the first 8 + N bytes are read, so a truncated
@@ -26,10 +30,13 @@
 // Summaries are "weights DIR: <what was seen>", the first problem in the order above:
 //   weights /m: 2 files still downloading (*.incomplete)
 //   weights /m: model-00007-of-00010.safetensors named in the index is missing
+//   weights /m: 1 of the 3 shards named model-*-of-00003 is missing (no index):
+//               model-00003-of-00003.safetensors
 //   weights /m: shard model-00003-of-00010.safetensors is truncated (1.2GiB of 4.6GiB)
 //   weights /m: 10 shards complete (46.2GiB)
 // Evidence: {"check": "weights_complete", "target", "problems": [every problem], "incomplete",
-// "incomplete_count", "indexes": [{file, shards, missing}], "shards": [{file, size,
+// "incomplete_count", "indexes": [{file, shards, missing}], "numbered": [{name, shards,
+// present, missing}] (series checked by their names, with no index), "shards": [{file, size,
 // expected_size, status}], "total_bytes", "sha256": [{file, expected, actual, status}]}.
 #ifndef DEPLOYD_CHECKS_WEIGHTS_CHECK_H_
 #define DEPLOYD_CHECKS_WEIGHTS_CHECK_H_

@@ -260,6 +260,34 @@ steps:
         self.assertEqual(step["evidence"]["check"], "weights_complete %s" % plan.work)
 
 
+    def test_numbered_shards_without_an_index_must_all_be_there(self):
+        # A download cut after two of three shards, with no index to name the third.
+        plan = self.d.write_plan("numbered.yaml", """\
+version: 1
+name: numbered
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete: '@DIR@'
+""")
+        for k in (1, 2):
+            write_shard(plan.file("model-%05d-of-00003.safetensors" % k), 8)
+        run, _ = self.d.apply(plan, check=1)
+        step = self.d.step(run, "fetch")
+        self.assertEqual(step["state"], "failed")
+        self.assertEqual(step["reason"],
+                         "verify failed: weights_complete %s: 1 of the 3 shards named "
+                         "model-*-of-00003 is missing (no index): model-00003-of-00003.safetensors"
+                         % plan.work)
+        self.assertEqual(step["evidence"]["numbered"],
+                         [{"name": "model-*-of-00003", "shards": 3, "present": 2,
+                           "missing": ["model-00003-of-00003.safetensors"]}])
+        write_shard(plan.file("model-00003-of-00003.safetensors"), 8)
+        run, _ = self.d.apply(plan, check=0)
+        self.assertEqual(self.d.step(run, "fetch")["state"], "succeeded")
+
+
 class WeightsDigestTest(DaemonTestCase):
     def test_sha256_digests_are_verified_in_a_probe_child(self):
         import hashlib
