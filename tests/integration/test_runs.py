@@ -326,6 +326,39 @@ steps:
                                                    % plan.work), again["reason"])
 
 
+class VersionCheckTest(DaemonTestCase):
+    def test_the_version_is_read_from_stdout_before_stderr(self):
+        # The tool warns on stderr, with a version-like token, before it prints its version.
+        plan = self.d.write_plan("version.yaml", """\
+version: 1
+name: version-e2e
+steps:
+  - id: runtime
+    run: 'true'
+    verify:
+      - version:
+          run: [sh, -c, 'echo "WARNING: CUDA 12.1 is older than this build expects" >&2; echo "vllm 0.15.1"']
+          at_least: 0.15.0
+          below: 0.16.0
+  - id: newer
+    run: 'true'
+    verify:
+      - version:
+          run: [sh, -c, 'echo "WARNING: CUDA 12.1 is older than this build expects" >&2; echo "vllm 0.15.1"']
+          at_least: 0.16.0
+""")
+        run, _ = self.d.apply(plan, check=1)
+        status = self.d.status_json(run)
+        self.assertEqual(self.d.step(run, "runtime", status)["state"], "succeeded")
+        newer = self.d.step(run, "newer", status)
+        self.assertEqual(newer["state"], "failed")
+        self.assertTrue(newer["reason"].endswith(": version 0.15.1 is below 0.16.0"),
+                        newer["reason"])
+        self.assertEqual(newer["evidence"]["version"], "0.15.1")
+        self.assertEqual(newer["evidence"]["version_line"], "vllm 0.15.1")
+        self.assertEqual(newer["evidence"]["version_from"], "stdout")
+
+
 class PreflightTest(DaemonTestCase):
     def test_failed_preflight_stops_the_run_before_any_step(self):
         plan = self.d.write_plan("preflight.yaml", """\
