@@ -595,6 +595,29 @@ TEST_CASE("run check: version_at_least") {
   CHECK(outcome.summary == "run 'echo no version here': no version in the output");
 }
 
+TEST_CASE("run check: the version is read from stdout first, and its line is evidence") {
+  asio::io_context ctx;
+  // A warning on stderr, said before the version, has a version-like token of its own.
+  Check check = RunCommandCheck(
+      "echo 'FutureWarning: Python 3.9 support is deprecated' >&2; echo 'vllm 0.16.0'");
+  check.version_at_least = "0.15.0";
+  CheckOutcome outcome = Probe(ctx, check);
+  CHECK(outcome.passed);
+  CHECK_THAT(outcome.summary, Catch::EndsWith(": version 0.16.0 >= 0.15.0"));
+  CHECK(outcome.evidence.at("version") == "0.16.0");
+  CHECK(outcome.evidence.at("version_line") == "vllm 0.16.0");
+  CHECK(outcome.evidence.at("version_from") == "stdout");
+
+  // A tool that prints its version on stderr only is still read.
+  check = RunCommandCheck("echo 'tool version 2.1.0' >&2");
+  check.version_at_least = "3";
+  outcome = Probe(ctx, check);
+  CHECK_FALSE(outcome.passed);
+  CHECK_THAT(outcome.summary, Catch::EndsWith(": version 2.1.0 is below 3"));
+  CHECK(outcome.evidence.at("version_line") == "tool version 2.1.0");
+  CHECK(outcome.evidence.at("version_from") == "stderr");
+}
+
 TEST_CASE("run check: version_below bounds the version from above, in PEP 440 order") {
   asio::io_context ctx;
   Check check = RunCommandCheck("echo 0.16.0rc2.dev313");

@@ -50,6 +50,31 @@ TEST_CASE("child output arrives line by line, stdout and stderr in order") {
   CHECK(ran.lines == std::vector<std::string>{"one", "two", "a", "b", "last"});
 }
 
+TEST_CASE("stderr apart: its lines go to their own handler, both are logged") {
+  TempDir dir;
+  static asio::io_context io;
+  io.restart();
+  std::vector<std::string> out, err;
+  std::optional<ExitStatus> exit;
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "echo warn 1.2 >&2; echo 0.16.0; printf 'cut' >&2"};
+  o.log_path = dir.path() + "/step.log";
+  o.on_stderr_line = [&](std::string_view l) { err.emplace_back(l); };
+  auto started = ChildProcess::Start(
+      io.get_executor(), o, [&](std::string_view l) { out.emplace_back(l); },
+      [&](const ExitStatus& s) { exit = s; });
+  REQUIRE(started.ok());
+  io.run();
+  REQUIRE(exit.has_value());
+  CHECK(exit->ok());
+  CHECK(out == std::vector<std::string>{"0.16.0"});
+  CHECK(err == std::vector<std::string>{"warn 1.2", "cut"});
+  std::string log = ReadFile(o.log_path);
+  CHECK(log.find("0.16.0\n") != std::string::npos);
+  CHECK(log.find("warn 1.2\n") != std::string::npos);
+  CHECK(log.find("cut\n") != std::string::npos);
+}
+
 TEST_CASE("a signalled child reports the signal, not an exit code") {
   SpawnOptions o;
   o.argv = {"/bin/sh", "-c", "kill -KILL $$"};

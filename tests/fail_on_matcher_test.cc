@@ -95,3 +95,29 @@ TEST_CASE("fail_on matcher: a matched line's reason and evidence") {
         R"("line":"torch.OutOfMemoryError: CUDA out of memory"})");
   CHECK(named.final);
 }
+
+TEST_CASE("fail_on matcher: the kernel's lines meet only the patterns meant for them") {
+  Watch watch;
+  watch.fail_on.push_back(Pattern("fallen"));  // the plan's own: for the action's output
+  AddFailOnSet("vllm", SourcePos{}, watch);
+  FailOnMatcher kernel = FailOnMatcher::ForKernel(watch.fail_on);
+  REQUIRE_FALSE(kernel.empty());
+  const std::string xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.";
+  std::optional<FailOnHit> hit = kernel.Match(xid);
+  REQUIRE(hit);
+  CHECK(hit->pattern->kernel);
+  CHECK(hit->pattern->set == "vllm");
+  CHECK_FALSE(kernel.Match("CUDA out of memory"));  // vLLM's line, not the kernel's
+  // On the output, the plan's own pattern comes first, as ever.
+  CHECK(FailOnMatcher(watch.fail_on).Match(xid)->pattern == &watch.fail_on[0]);
+
+  StepEventInfo info = KernelFailOnEvent(*hit->pattern, hit->line);
+  CHECK(info.reason ==
+        "a GPU hardware fault (Xid): the GPU may need a reset or the host a reboot: kernel: " +
+            xid);
+  CHECK(info.final);
+  CHECK(info.evidence.at("from") == "kernel");
+  CHECK(info.evidence.at("line").as_string() == xid);
+  // A step without such patterns follows no kernel log.
+  CHECK(FailOnMatcher::ForKernel({Pattern("fallen")}).empty());
+}

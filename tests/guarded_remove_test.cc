@@ -112,6 +112,23 @@ TEST_CASE("remove: paths outside the allowed roots are refused") {
         "allowed root shared is not an absolute path without '..'");
 }
 
+TEST_CASE("remove: with no allowed roots configured nothing is removed") {
+  Sandbox box;
+  std::string tree = box.base + "/shared/glm5";
+  WriteFile(tree + "/a.gguf", 100);
+  RemoveOptions none;
+  const std::string why =
+      ": no allowed_roots configured; nothing may be deleted until deployd's configuration "
+      "sets them (e.g. allowed_roots: [/shared])";
+  CHECK(Refusal(tree, none) == "refusing to remove " + tree + why);
+  CHECK(fs::exists(tree + "/a.gguf"));
+  // An absent path too: the plan would delete it once it exists.
+  CHECK(Refusal(box.base + "/shared/absent", none) ==
+        "refusing to remove " + box.base + "/shared/absent" + why);
+  // The fixed refusals come first: they say more.
+  CHECK(Refusal("/etc", none) == "refusing to remove /etc: a top-level system directory");
+}
+
 TEST_CASE("remove: a tree is removed and the space it held reported") {
   Sandbox box;
   std::string tree = box.base + "/shared/glm5";

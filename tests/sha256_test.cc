@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <string>
+#include <vector>
 
 using namespace deployd;
 
@@ -59,4 +60,34 @@ TEST_CASE("sha256: a file is hashed in blocks") {
   REQUIRE(!missing.ok());
   CHECK(missing.status().message() ==
         std::string("cannot read ") + path + ": No such file or directory");
+}
+
+TEST_CASE("sha256: files hashed several at once keep their order and their own errors") {
+  char dir[] = "/tmp/deployd-sha256-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  std::vector<std::string> paths;
+  std::vector<std::string> contents;
+  for (int i = 0; i < 8; ++i) {
+    paths.push_back(std::string(dir) + "/f" + std::to_string(i));
+    // Sizes from empty to past one 1MiB read block, so that workers finish out of order.
+    contents.push_back(std::string((std::size_t{1} << (3 * i)) - 1, static_cast<char>('a' + i)));
+    if (i != 4) std::ofstream(paths.back(), std::ios::binary) << contents.back();
+  }
+  for (unsigned parallel : {0u, 1u, 3u, 16u}) {
+    std::vector<Result<std::string>> digests = Sha256Files(paths, parallel);
+    REQUIRE(digests.size() == paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (i == 4) {
+        REQUIRE_FALSE(digests[i].ok());
+        CHECK(digests[i].status().message() ==
+              "cannot read " + paths[i] + ": No such file or directory");
+      } else {
+        REQUIRE(digests[i].ok());
+        CHECK(*digests[i] == Sha256Hex(contents[i]));
+      }
+    }
+  }
+  CHECK(Sha256Files({}, 4).empty());
+  for (std::size_t i = 0; i < paths.size(); ++i) ::unlink(paths[i].c_str());
+  ::rmdir(dir);
 }

@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -173,6 +174,58 @@ TEST_CASE("weights: an index in a subdirectory names shards relative to itself")
         "weights " + dir.path + ": unet/diffusion-2.safetensors named in the index is missing");
 }
 
+TEST_CASE("weights: without an index, numbered shards must all be there") {
+  TempDir dir;
+  // A download cut after two of three shards, before (or without) its index.
+  WriteFile(dir / "model-00001-of-00003.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(dir / "model-00002-of-00003.safetensors", SafetensorsBytes({{"b", 10}}));
+  WeightsCheckOutcome outcome = Check(dir);
+  CHECK_FALSE(outcome.passed);
+  CHECK(outcome.summary == "weights " + dir.path +
+                               ": 1 of the 3 shards named model-*-of-00003 is missing (no index): "
+                               "model-00003-of-00003.safetensors");
+  const auto& series = outcome.evidence.at("numbered").as_array()[0].as_object();
+  CHECK(series.at("name") == "model-*-of-00003");
+  CHECK(series.at("shards").as_uint64() == 3);
+  CHECK(series.at("present").as_uint64() == 2);
+  CHECK(boost::json::serialize(series.at("missing")) == R"(["model-00003-of-00003.safetensors"])");
+
+  WriteFile(dir / "model-00003-of-00003.safetensors", SafetensorsBytes({{"c", 10}}));
+  outcome = Check(dir);
+  CHECK(outcome.passed);
+  CHECK(outcome.summary.ends_with(": 3 shards complete (318B)"));
+
+  // Numbers are padded as the names present pad them; the count is taken as written, and a
+  // series in a subdirectory is named with it.
+  TempDir wide;
+  WriteFile(wide / "original/model-00002-of-000005.safetensors", SafetensorsBytes({{"a", 10}}));
+  CHECK(Check(wide).summary ==
+        "weights " + wide.path +
+            ": 4 of the 5 shards named original/model-*-of-000005 are "
+            "missing (no index): original/model-00001-of-000005.safetensors, "
+            "original/model-00003-of-000005.safetensors, "
+            "original/model-00004-of-000005.safetensors, …");
+}
+
+TEST_CASE("weights: a directory with an index is judged by the index, not the names") {
+  TempDir dir;
+  // The index is the truth: it names two shards, whatever their names count.
+  WriteFile(dir / "model-00001-of-00003.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(dir / "model-00002-of-00003.safetensors", SafetensorsBytes({{"b", 10}}));
+  WriteFile(dir / "model.safetensors.index.json",
+            R"({"weight_map": {"a": "model-00001-of-00003.safetensors",
+                               "b": "model-00002-of-00003.safetensors"}})");
+  WeightsCheckOutcome outcome = Check(dir);
+  CHECK(outcome.passed);
+  CHECK(outcome.evidence.at("numbered").as_array().empty());
+  // Names that only look numbered are not a series.
+  TempDir other;
+  WriteFile(other / "model-v2-of-x.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(other / "run-0-of-0.safetensors", SafetensorsBytes({{"a", 10}}));
+  WriteFile(other / "model-0000001-of-0000002.safetensors", SafetensorsBytes({{"a", 10}}));
+  CHECK(Check(other).passed);
+}
+
 TEST_CASE("weights: a corrupt index fails") {
   TempDir dir;
   WriteModel(dir);
@@ -270,6 +323,36 @@ TEST_CASE("weights: sha256 digests are verified when given") {
                                " does not match its sha256 (expected " + expected + "…, got " +
                                actual.substr(0, 12) + "…)");
   CHECK(outcome.evidence.at("sha256").as_array()[1].as_object().at("status") == "mismatch");
+}
+
+TEST_CASE("weights: sha256 digests of several files hashed at once") {
+  TempDir dir;
+  WeightsCheckOptions options;
+  options.parallel_hashes = 3;
+  for (int k = 1; k <= 5; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-00005.safetensors", k);
+    WriteFile(dir / name, SafetensorsBytes({{"w", static_cast<std::size_t>(100 * k)}}));
+    options.sha256[name] = Sha256File(dir / name).value();
+  }
+  options.sha256["model-00004-of-00005.safetensors"] = std::string(64, 'e');
+  WeightsCheckOutcome outcome = Check(dir, options);
+  CHECK_FALSE(outcome.passed);
+  CHECK_THAT(
+      outcome.summary,
+      Catch::EndsWith(": model-00004-of-00005.safetensors does not match "
+                      "its sha256 (expected eeeeeeeeeeee…, got " +
+                      Sha256File(dir / "model-00004-of-00005.safetensors").value().substr(0, 12) +
+                      "…)"));
+  const auto& digests = outcome.evidence.at("sha256").as_array();
+  REQUIRE(digests.size() == 5);
+  for (int k = 0; k < 5; ++k) {
+    CHECK(digests[k].as_object().at("status") == (k == 3 ? "mismatch" : "match"));
+    CHECK(digests[k].as_object().at("file").as_string() ==
+          "model-0000" + std::to_string(k + 1) + "-of-00005.safetensors");
+  }
+  CHECK(HashParallelism() >= 1);
+  CHECK(HashParallelism() <= kMaxParallelHashes);
 }
 
 TEST_CASE("weights: a sha256 entry for a missing file fails") {

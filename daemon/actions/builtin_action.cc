@@ -56,6 +56,8 @@ CheckOutcome Probe(const Check& check) {
     case CheckKind::kWeightsComplete: {
       WeightsCheckOptions options;
       options.sha256 = check.sha256;
+      // This is the probe child, not the daemon: hashing may take threads of its own.
+      options.parallel_hashes = HashParallelism();
       Result<WeightsCheckOutcome> result = CheckWeightsComplete(check.path, options);
       CheckOutcome outcome;
       if (!result.ok()) {

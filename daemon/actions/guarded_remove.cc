@@ -146,6 +146,11 @@ std::string RootsText(const std::vector<std::string>& roots) {
   return "(" + out + ")";
 }
 
+// Deletion is denied by default: a plan may delete only where the operator said it may.
+constexpr char kNoRoots[] =
+    "no allowed_roots configured; nothing may be deleted until deployd's configuration sets "
+    "them (e.g. allowed_roots: [/shared])";
+
 Status Refuse(const std::string& path, const std::string& why) {
   return Status::Error("refusing to remove " + path + ": " + why);
 }
@@ -192,22 +197,21 @@ Result<Target> Examine(const std::string& path, const RemoveOptions& options) {
     }
   }
 
-  if (!roots.empty()) {
-    bool inside = std::any_of(roots.begin(), roots.end(),
-                              [&](const Place& r) { return IsStrictlyBelow(*resolved, r); });
-    if (!inside) {
-      bool is_root = std::any_of(roots.begin(), roots.end(),
-                                 [&](const Place& r) { return IsWithin(*resolved, r); });
-      return Refuse(
-          path, via + (is_root ? "an allowed root itself; name what is inside it"
-                               : "outside the allowed roots " + RootsText(options.allowed_roots)));
-    }
+  if (roots.empty()) return Refuse(path, kNoRoots);
+  bool inside = std::any_of(roots.begin(), roots.end(),
+                            [&](const Place& r) { return IsStrictlyBelow(*resolved, r); });
+  if (!inside) {
+    bool is_root = std::any_of(roots.begin(), roots.end(),
+                               [&](const Place& r) { return IsWithin(*resolved, r); });
+    return Refuse(
+        path, via + (is_root ? "an allowed root itself; name what is inside it"
+                             : "outside the allowed roots " + RootsText(options.allowed_roots)));
   }
 
   std::string full = Join(*resolved);
   struct stat st;
   if (::lstat(full.c_str(), &st) == 0) {
-    if (S_ISLNK(st.st_mode) && !roots.empty()) {
+    if (S_ISLNK(st.st_mode)) {
       // Removing the link would leave the target: that is not what a plan naming it meant.
       char real[PATH_MAX];
       Components target;

@@ -7,9 +7,10 @@
 //   - `/` and the top-level system directories themselves (/usr, /etc, /var, /home, /tmp,
 //     /lib*, …; not the paths below them — `allowed_roots` is what confines those);
 //   - deployd's state directory, anything inside it, and anything containing it;
-//   - when `allowed_roots` is non-empty: any path that is not strictly below one of them, and
-//     an allowed root itself. "Below" is judged on the real path: the parent chain with its
-//     symlinks resolved (realpath of the deepest existing ancestor), so /shared/link/x where
+//   - everything when `allowed_roots` is empty (none by default: nothing may be deleted until
+//     the operator names where), and otherwise any path that is not strictly below one of
+//     them, and an allowed root itself. "Below" is judged on the real path: the parent chain with
+//     its symlinks resolved (realpath of the deepest existing ancestor), so /shared/link/x where
 //     /shared/link → /data is outside /shared;
 //   - a named path that is a symlink whose target lies outside the allowed roots (the plan
 //     meant the target, and only the link would go);
@@ -39,8 +40,8 @@
 namespace deployd {
 
 struct RemoveOptions {
-  // Absolute directories (as the daemon's configuration names them); empty = no confinement
-  // beyond the fixed refusals.
+  // Absolute directories (as the daemon's configuration names them); empty = nothing may be
+  // removed (after the fixed refusals, which are reported first).
   std::vector<std::string> allowed_roots;
   // deployd's own state directory; "" = none to protect (tests).
   std::string state_dir;

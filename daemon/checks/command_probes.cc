@@ -30,15 +30,20 @@ constexpr size_t kRunTailLines = 50;
 constexpr size_t kRunMatchBytes = 64 << 10;
 constexpr size_t kMaxLineBytes = 1000;
 
+struct OutputLine {
+  std::string text;
+  bool from_stderr = false;  // known only when the probe asked for stderr apart
+};
+
 // What a run probe keeps of its command's output: the last lines for evidence, and the start
-// (bounded) for output_matches and version_at_least. Shared with the child's line callback,
+// (bounded) for output_matches and version_at_least. Shared with the child's line callbacks,
 // which may outlive the probe's coroutine when it is cancelled.
 struct RunOutput {
-  void AddLine(std::string_view line) {
+  void AddLine(std::string_view line, bool from_stderr) {
     ++line_count;
-    std::string kept = Utf8Excerpt(line, kMaxLineBytes);
-    if (head_bytes + kept.size() <= kRunMatchBytes) {
-      head_bytes += kept.size() + 1;
+    OutputLine kept{Utf8Excerpt(line, kMaxLineBytes), from_stderr};
+    if (head_bytes + kept.text.size() <= kRunMatchBytes) {
+      head_bytes += kept.text.size() + 1;
       head.push_back(kept);
     }
     tail.push_back(std::move(kept));
@@ -47,19 +52,39 @@ struct RunOutput {
 
   // The lines output_matches and version_at_least look at, in order: the start of the output
   // and, when it was longer than that, its end.
-  std::vector<std::string_view> MatchLines() const {
-    std::vector<std::string_view> lines(head.begin(), head.end());
+  std::vector<const OutputLine*> MatchLines() const {
+    std::vector<const OutputLine*> lines;
+    for (const OutputLine& line : head) lines.push_back(&line);
     size_t first_tail_index = line_count - tail.size();
     for (size_t i = 0; i < tail.size(); ++i)
-      if (first_tail_index + i >= head.size()) lines.push_back(tail[i]);
+      if (first_tail_index + i >= head.size()) lines.push_back(&tail[i]);
     return lines;
   }
 
-  std::vector<std::string> head;
+  std::vector<OutputLine> head;
   size_t head_bytes = 0;
-  std::deque<std::string> tail;
+  std::deque<OutputLine> tail;
   size_t line_count = 0;
 };
+
+// The version a check compares: the first in stdout, else the first in stderr, so that a
+// warning on stderr ("… 12.1 is deprecated") printed before the version does not decide.
+// Its line goes into the evidence.
+std::optional<std::string> ReadVersion(const std::vector<const OutputLine*>& lines,
+                                       json::object& evidence) {
+  for (bool from_stderr : {false, true}) {
+    for (const OutputLine* line : lines) {
+      if (line->from_stderr != from_stderr) continue;
+      std::optional<std::string> version = FindVersion(line->text);
+      if (!version) continue;
+      evidence["version"] = *version;
+      evidence["version_line"] = line->text;
+      evidence["version_from"] = from_stderr ? "stderr" : "stdout";
+      return version;
+    }
+  }
+  return std::nullopt;
+}
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
@@ -76,8 +101,12 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
   SpawnOptions options;
   options.argv = check.command.Argv();
   options.env = check.env;
+  bool reads_version = !check.version_at_least.empty() || !check.version_below.empty();
+  // Only a version needs to know which stream said what; otherwise one pipe keeps the order.
+  if (reads_version)
+    options.on_stderr_line = [output](std::string_view line) { output->AddLine(line, true); };
   Result<std::shared_ptr<ChildProcess>> started = StartProbeChild(
-      ex, options, state, [output](std::string_view line) { output->AddLine(line); });
+      ex, options, state, [output](std::string_view line) { output->AddLine(line, false); });
   if (!started.ok()) {
     evidence["error"] = started.status().message();
     co_return MakeOutcome(check, false, started.status().message(), std::move(evidence));
@@ -92,7 +121,7 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
   }
 
   json::array tail;
-  for (const std::string& line : output->tail) tail.push_back(json::value(line));
+  for (const OutputLine& line : output->tail) tail.push_back(json::value(line.text));
   evidence["output_tail"] = std::move(tail);
   if (state->exit) {
     evidence["exit_status"] = state->exit->AsShellStatus();
@@ -106,7 +135,7 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
   if (!state->exit->ok())
     co_return MakeOutcome(check, false, state->exit->ToString(), std::move(evidence));
 
-  std::vector<std::string_view> lines = output->MatchLines();
+  std::vector<const OutputLine*> lines = output->MatchLines();
   if (!check.output_matches.empty()) {
     // The parser has checked the pattern; should it still not compile, the check fails.
     Result<PatternSet> pattern = CompilePattern(check.output_matches);
@@ -114,19 +143,17 @@ asio::awaitable<CheckOutcome> ProbeRun(const Check& check) {
       evidence["error"] = pattern.status().message();
       co_return MakeOutcome(check, false, pattern.status().message(), std::move(evidence));
     }
-    bool matched = std::any_of(lines.begin(), lines.end(),
-                               [&](std::string_view line) { return pattern->Matches(line); });
+    bool matched = std::any_of(lines.begin(), lines.end(), [&](const OutputLine* line) {
+      return pattern->Matches(line->text);
+    });
     if (!matched)
       co_return MakeOutcome(check, false, "output does not match '" + check.output_matches + "'",
                             std::move(evidence));
   }
-  if (!check.version_at_least.empty() || !check.version_below.empty()) {
-    std::optional<std::string> version;
-    for (std::string_view line : lines)
-      if ((version = FindVersion(line))) break;
+  if (reads_version) {
+    std::optional<std::string> version = ReadVersion(lines, evidence);
     if (!version)
       co_return MakeOutcome(check, false, "no version in the output", std::move(evidence));
-    evidence["version"] = *version;
     const std::string& low = check.version_at_least;
     const std::string& high = check.version_below;
     if (!low.empty() && CompareVersions(*version, low) < 0)

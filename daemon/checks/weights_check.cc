@@ -1,6 +1,7 @@
 #include "checks/weights_check.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "util/sha256.h"
@@ -147,6 +149,96 @@ IndexReport CheckIndex(const fs::path& dir, const std::string& relative,
   return report;
 }
 
+// A shard named as a series: "model-00002-of-00003.safetensors" is number 2 of 3.
+struct NumberedName {
+  std::string stem;      // "model-" (with its separator), or "" when the name starts numbered
+  std::string of_text;   // "00003", as written
+  std::size_t width;     // of the number: "00002" is 5
+  std::uint64_t number;  // 2
+  std::uint64_t of;      // 3
+};
+
+// More digits than this is not a shard count (and would make the series too long to check).
+constexpr std::size_t kMaxSeriesDigits = 6;
+
+std::optional<std::uint64_t> Digits(std::string_view s) {
+  if (s.empty() || s.size() > kMaxSeriesDigits) return std::nullopt;
+  std::uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return n;
+}
+
+std::optional<NumberedName> ParseNumbered(std::string_view name) {
+  if (!EndsWith(name, kShardSuffix)) return std::nullopt;
+  name.remove_suffix(kShardSuffix.size());
+  std::size_t of = name.rfind("-of-");
+  if (of == std::string_view::npos) return std::nullopt;
+  std::string_view head = name.substr(0, of);
+  std::size_t dash = head.rfind('-');
+  std::size_t start = dash == std::string_view::npos ? 0 : dash + 1;
+  std::optional<std::uint64_t> number = Digits(head.substr(start));
+  std::optional<std::uint64_t> count = Digits(name.substr(of + 4));
+  if (!number || !count || *count == 0) return std::nullopt;
+  return NumberedName{std::string(head.substr(0, start)), std::string(name.substr(of + 4)),
+                      head.size() - start, *number, *count};
+}
+
+struct SeriesReport {
+  std::string name;                  // "sub/model-*-of-00003", for the evidence and message
+  std::uint64_t shards = 0;          // as the names count them
+  std::size_t present = 0;           // numbers 1..shards found
+  std::vector<std::string> missing;  // relative paths, at most kMaxListed
+  std::uint64_t missing_count = 0;
+};
+
+// The numbered series of shards in the directories that hold no index (see the header).
+std::vector<SeriesReport> CheckNumbered(const Tree& tree) {
+  std::set<std::string> indexed_dirs;
+  for (const std::string& index : tree.indexes)
+    indexed_dirs.insert(fs::path(index).parent_path().generic_string());
+  // Keyed by directory, stem, count as written and number width: one series each.
+  std::map<std::tuple<std::string, std::string, std::string, std::size_t>, std::set<std::uint64_t>>
+      series;
+  for (const std::string& relative : tree.shards) {
+    fs::path path(relative);
+    std::string dir = path.parent_path().generic_string();
+    if (indexed_dirs.contains(dir)) continue;
+    std::optional<NumberedName> n = ParseNumbered(path.filename().string());
+    if (!n) continue;
+    std::set<std::uint64_t>& numbers = series[{dir, n->stem, n->of_text, n->width}];
+    if (n->number >= 1 && n->number <= n->of) numbers.insert(n->number);
+  }
+  std::vector<SeriesReport> reports;
+  for (const auto& [key, numbers] : series) {
+    const auto& [dir, stem, of_text, width] = key;
+    std::string prefix = dir.empty() ? stem : dir + "/" + stem;
+    SeriesReport report;
+    report.name = prefix + "*-of-" + of_text;
+    report.shards = *Digits(of_text);
+    report.present = numbers.size();
+    report.missing_count = report.shards - numbers.size();
+    for (std::uint64_t k = 1; k <= report.shards && report.missing.size() < kMaxListed; ++k) {
+      if (numbers.contains(k)) continue;
+      std::string digits = std::to_string(k);
+      if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+      report.missing.push_back(prefix + digits + "-of-" + of_text + std::string(kShardSuffix));
+    }
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+// "a, b, c, …": the first three names.
+std::string FirstNames(const std::vector<std::string>& names, std::uint64_t count) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < 3; ++i) out += (i == 0 ? "" : ", ") + names[i];
+  if (count > 3) out += ", …";
+  return out;
+}
+
 struct ShardReport {
   std::string file;
   std::uint64_t size = 0;
@@ -274,7 +366,47 @@ json::array Listed(const std::vector<std::string>& names) {
   return out;
 }
 
+// Step 4: each file against its digest, `parallel` files at once.
+json::array CheckDigests(const std::string& dir, const std::map<std::string, std::string>& digests,
+                         unsigned parallel, json::array& problems) {
+  std::vector<std::string> paths;
+  for (const auto& [file, expected] : digests) paths.push_back((fs::path(dir) / file).string());
+  std::vector<Result<std::string>> actual = Sha256Files(paths, parallel);
+  json::array entries;
+  std::size_t i = 0;
+  for (const auto& [file, expected] : digests) {
+    const Result<std::string>& hashed = actual[i];
+    const std::string& path = paths[i++];
+    json::object entry{{"file", file}, {"expected", expected}};
+    if (!hashed.ok()) {
+      entry["status"] = "unreadable";
+      entry["error"] = hashed.status().message();
+      std::error_code exists_ec;
+      problems.emplace_back(fs::exists(path, exists_ec)
+                                ? file + " cannot be hashed: " + hashed.status().message()
+                                : file + " listed in sha256 is missing");
+    } else {
+      entry["actual"] = hashed.value();
+      bool match = hashed.value() == expected;
+      entry["status"] = match ? "match" : "mismatch";
+      if (!match) {
+        problems.emplace_back(file + " does not match its sha256 (expected " +
+                              expected.substr(0, 12) + "…, got " + hashed->substr(0, 12) + "…)");
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 }  // namespace
+
+unsigned HashParallelism() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
+  return std::clamp<unsigned>(static_cast<unsigned>(CPU_COUNT(&cpus)), 1, kMaxParallelHashes);
+}
 
 Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
                                                  const WeightsCheckOptions& options) {
@@ -343,16 +475,27 @@ Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
     } else if (index.missing.size() == 1) {
       problems.emplace_back(index.missing[0] + " named in the index is missing");
     } else if (!index.missing.empty()) {
-      std::string names;
-      for (std::size_t i = 0; i < index.missing.size() && i < 3; ++i)
-        names += (i == 0 ? "" : ", ") + index.missing[i];
-      if (index.missing.size() > 3) names += ", …";
       problems.emplace_back(std::to_string(index.missing.size()) +
-                            " shards named in the index are missing (" + names + ")");
+                            " shards named in the index are missing (" +
+                            FirstNames(index.missing, index.missing.size()) + ")");
     }
     indexes.push_back(std::move(entry));
   }
   evidence["indexes"] = std::move(indexes);
+  json::array numbered;
+  for (const SeriesReport& series : CheckNumbered(tree)) {
+    json::object entry{
+        {"name", series.name}, {"shards", series.shards}, {"present", series.present}};
+    entry["missing"] = Listed(series.missing);
+    if (series.missing_count > 0) {
+      problems.emplace_back(
+          std::to_string(series.missing_count) + " of the " + std::to_string(series.shards) +
+          " shards named " + series.name + (series.missing_count == 1 ? " is" : " are") +
+          " missing (no index): " + FirstNames(series.missing, series.missing_count));
+    }
+    numbered.push_back(std::move(entry));
+  }
+  evidence["numbered"] = std::move(numbered);
 
   // 3. Each shard's length against its header.
   json::array shards;
@@ -371,31 +514,8 @@ Result<WeightsCheckOutcome> CheckWeightsComplete(const std::string& dir,
 
   // 4. Digests, only when everything cheaper passed: hashing hundreds of GB to confirm a
   // failure already known would hold the check for minutes.
-  if (!expected_digests.empty() && problems.empty()) {
-    json::array digests;
-    for (const auto& [file, expected] : expected_digests) {
-      json::object entry{{"file", file}, {"expected", expected}};
-      Result<std::string> actual = Sha256File((fs::path(dir) / file).string());
-      if (!actual.ok()) {
-        entry["status"] = "unreadable";
-        entry["error"] = actual.status().message();
-        std::error_code exists_ec;
-        problems.emplace_back(fs::exists(fs::path(dir) / file, exists_ec)
-                                  ? file + " cannot be hashed: " + actual.status().message()
-                                  : file + " listed in sha256 is missing");
-      } else {
-        entry["actual"] = *actual;
-        bool match = *actual == expected;
-        entry["status"] = match ? "match" : "mismatch";
-        if (!match) {
-          problems.emplace_back(file + " does not match its sha256 (expected " +
-                                expected.substr(0, 12) + "…, got " + actual->substr(0, 12) + "…)");
-        }
-      }
-      digests.push_back(std::move(entry));
-    }
-    evidence["sha256"] = std::move(digests);
-  }
+  if (!expected_digests.empty() && problems.empty())
+    evidence["sha256"] = CheckDigests(dir, expected_digests, options.parallel_hashes, problems);
 
   if (problems.empty()) {
     outcome.summary = "weights " + dir + ": " + Plural(tree.shards.size(), "shard", "shards") +

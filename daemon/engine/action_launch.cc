@@ -69,6 +69,7 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
     return;
   }
   if (!def.background) FollowJournal(run, index, gen);
+  FollowKernelLog(run, index, gen);
 
   SpawnOptions options;
   options.argv = ActionArgv(def);

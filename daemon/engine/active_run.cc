@@ -8,6 +8,13 @@ void LiveStep::EndAttemptWatch() {
   attempt.reset();
 }
 
+void LiveStep::StopFollowers() {
+  if (journal) journal->Stop();
+  journal.reset();
+  if (kernel_log) kernel_log->Stop();
+  kernel_log.reset();
+}
+
 void LiveStep::StopProgress() {
   if (!progress) return;
   progress->Stop();

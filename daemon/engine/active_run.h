@@ -20,6 +20,7 @@
 #include "engine/check_sequence.h"
 #include "engine/fail_on_matcher.h"
 #include "engine/journal_follower.h"
+#include "engine/kernel_log_follower.h"
 #include "process/orphan_stop.h"
 #include "process/supervised_action.h"
 #include "store/run_store.h"
@@ -30,6 +31,7 @@ namespace deployd {
 struct LiveStep {
   const Step* def = nullptr;
   FailOnMatcher fail_on;
+  FailOnMatcher kernel_fail_on;  // those of its patterns meant for the kernel's log
   // Which attempt, which checks, which timer an asynchronous completion belongs to.
   int action_gen = 0;
   int checks_gen = 0;
@@ -39,10 +41,12 @@ struct LiveStep {
   std::string recovery_note;   // recovering: what was found of the attempt, for the evidence
   bool awaiting = false;       // a retry delay or skip_if checks are pending
   int fail_on_held_gen = -1;   // the attempt whose fatal line waits for the store (storage_retry)
-  std::unique_ptr<JournalFollower> journal;   // a `service` step's, for fail_on
-  std::shared_ptr<ProgressWatch> progress;    // watch.progress, from fire until the action ends
-  std::shared_ptr<SupervisedAction> attempt;  // the attempt's action, while the step watches it
-  std::unique_ptr<LogFollower> output;        // the attempt's log, for fail_on and progress
+  std::unique_ptr<JournalFollower> journal;       // a `service` step's, for fail_on
+  std::unique_ptr<KernelLogFollower> kernel_log;  // for kernel_fail_on, from fire to the end
+  int kernel_log_gen = -1;                        // the attempt it follows for
+  std::shared_ptr<ProgressWatch> progress;        // watch.progress, from fire until the action ends
+  std::shared_ptr<SupervisedAction> attempt;      // the attempt's action, while the step watches it
+  std::unique_ptr<LogFollower> output;            // the attempt's log, for fail_on and progress
   // Set while the attempt is being stopped: what the step becomes once every process of the
   // attempt is gone (committed in the step's action record too). Other events wait.
   std::optional<PendingStop> pending_stop;
@@ -57,6 +61,8 @@ struct LiveStep {
   void EndAttemptWatch();
   // The progress watch, if any, stops.
   void StopProgress();
+  // The journal and kernel log followers, if any, stop: the step no longer runs or verifies.
+  void StopFollowers();
 };
 
 struct ActiveRun {

@@ -178,6 +178,7 @@ void RunManager::Reattach(ActiveRun& run, size_t index, int gen, const AttemptRe
   ActiveRun* r = Find(run_id);
   if (!r || IsTerminal(r->record.steps[index].state)) return;
   StartProgressWatch(*r, index, gen);
+  FollowKernelLog(*r, index, gen);
   // What is left of its timeout, counted from when its supervisor started it.
   if (live.def->timeout && !live.def->background && found.record.started_at_ms) {
     std::int64_t ran = NowMs() - found.record.started_at_ms;

@@ -10,6 +10,13 @@ FailOnMatcher::FailOnMatcher(const std::vector<FailPattern>& patterns) {
   for (const FailPattern& p : patterns) patterns_.push_back(&p);
 }
 
+FailOnMatcher FailOnMatcher::ForKernel(const std::vector<FailPattern>& patterns) {
+  FailOnMatcher matcher;
+  for (const FailPattern& p : patterns)
+    if (p.kernel) matcher.patterns_.push_back(&p);
+  return matcher;
+}
+
 std::optional<FailOnHit> FailOnMatcher::Match(std::string_view line) {
   if (!set_) {
     std::vector<std::string> texts;
@@ -36,6 +43,13 @@ StepEventInfo FailOnEvent(const FailPattern& pattern, std::string_view line) {
   info.final = pattern.fatal;
   info.evidence["fail_on"] = pattern.pattern;
   info.evidence["line"] = line;
+  return info;
+}
+
+StepEventInfo KernelFailOnEvent(const FailPattern& pattern, std::string_view line) {
+  StepEventInfo info = FailOnEvent(pattern, "kernel: " + std::string(line));
+  info.evidence["line"] = line;
+  info.evidence["from"] = "kernel";
   return info;
 }
 

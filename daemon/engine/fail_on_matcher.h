@@ -39,6 +39,8 @@ class FailOnMatcher {
   // REQUIRES: `patterns` outlives the matcher (the run's parsed plan holds them), and they
   // compile (the parser has checked them).
   explicit FailOnMatcher(const std::vector<FailPattern>& patterns);
+  // Only those of `patterns` meant for the kernel's log (FailPattern::kernel).
+  static FailOnMatcher ForKernel(const std::vector<FailPattern>& patterns);
 
   bool empty() const { return patterns_.empty(); }
   std::optional<FailOnHit> Match(std::string_view line);
@@ -51,6 +53,9 @@ class FailOnMatcher {
 // What a matched line says about the step: the reason (the set's explanation, if any), the
 // evidence, and whether retries are pointless (a fatal pattern).
 StepEventInfo FailOnEvent(const FailPattern& pattern, std::string_view line);
+// The same for a line of the kernel's log: the reason quotes it as "kernel: LINE", the
+// evidence says "from": "kernel".
+StepEventInfo KernelFailOnEvent(const FailPattern& pattern, std::string_view line);
 
 }  // namespace deployd
 

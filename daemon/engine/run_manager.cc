@@ -66,6 +66,7 @@ Result<ActiveRun*> RunManager::Activate(const RunRecord& record, Plan plan) {
     live.def =
         i < run->main_count ? &run->plan.steps[i] : &run->plan.on_failure[i - run->main_count];
     live.fail_on = FailOnMatcher(live.def->watch.fail_on);
+    live.kernel_fail_on = FailOnMatcher::ForKernel(live.def->watch.fail_on);
     live.timer = std::make_unique<asio::steady_timer>(ex_);
     if (record.steps[i].state != StepState::kPending || record.steps[i].attempts > 0)
       run->preflight_done = true;

@@ -232,7 +232,13 @@ class RunManager {
   // A `service` step that starts its unit follows the unit's journal for fail_on from fire
   // until the step ends.
   void FollowJournal(ActiveRun& run, size_t index, int gen, bool recovering = false);
+  // A step whose fail_on has patterns for the kernel's log follows it from the attempt's fire
+  // until the step ends (kernel_log_follower.h); again after a restart of deployd.
+  void FollowKernelLog(ActiveRun& run, size_t index, int gen);
   void OnOutputLine(const std::string& run_id, size_t index, int gen, std::string_view line);
+  void OnKernelLine(const std::string& run_id, size_t index, int gen, std::string_view line);
+  // A fail_on line matched: the attempt fails (the first fatal line while writes wait).
+  void FailOnLine(ActiveRun& run, size_t index, int gen, StepEventInfo info);
   void StartProgressWatch(ActiveRun& run, size_t index, int action_gen);
 
   // attempt_recovery.cc

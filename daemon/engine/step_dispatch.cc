@@ -74,7 +74,7 @@ void RunManager::Dispatch(std::string run_id, size_t index, StepEvent event, Ste
                                   .info = std::move(info),
                                   .recovering = live.recovering,
                                   .never_started = live.never_started,
-                                  .follows_output = live.journal != nullptr,
+                                  .follows_output = live.journal || live.kernel_log,
                                   .now_ms = at_ms});
   if (update.stale) return;  // a completion from an earlier attempt
   if (!update.valid) {
@@ -136,6 +136,7 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
         // fire, so that nothing it said while deployd was down is missed.
         if (event == StepEvent::kRecover && !live.journal)
           FollowJournal(run, index, live.action_gen, /*recovering=*/true);
+        if (event == StepEvent::kRecover) FollowKernelLog(run, index, live.action_gen);
         StartChecks(run, index, /*skip_if=*/false);
         break;
       case StepEffect::kStopVerify:
@@ -154,10 +155,7 @@ void RunManager::RunEffects(ActiveRun& run, size_t index, StepEvent event,
         break;
     }
   }
-  if (live.journal && state != StepState::kRunning && state != StepState::kVerifying) {
-    live.journal->Stop();
-    live.journal.reset();
-  }
+  if (state != StepState::kRunning && state != StepState::kVerifying) live.StopFollowers();
   if (IsTerminal(state)) {
     if (live.checks) live.checks->Cancel();
     live.EndAttemptWatch();

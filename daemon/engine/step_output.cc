@@ -1,7 +1,8 @@
 // RunManager: what a step's action says while it runs. Each output line — the action's own, a
 // background action's log, a service's journal — feeds the progress watch first, then meets
 // the step's fail_on patterns; a stall of the progress watch fails the attempt like a
-// fail_on line does. Progress samples go to the run's followers as they change.
+// fail_on line does. The kernel's messages meet only the patterns meant for them (Xid faults).
+// Progress samples go to the run's followers as they change.
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -100,6 +101,31 @@ void RunManager::FollowJournal(ActiveRun& run, size_t index, int gen, bool recov
   live.journal = std::move(journal.value());
 }
 
+void RunManager::FollowKernelLog(ActiveRun& run, size_t index, int gen) {
+  LiveStep& live = run.live[index];
+  if (live.kernel_fail_on.empty() || (live.kernel_log && live.kernel_log_gen == gen)) return;
+  const std::string run_id = run.record.id;
+  std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(run.record.steps[index].action);
+  KernelLogFollower::Options options;
+  // An attempt of an older deployd has no fire time: from now on.
+  options.fired_at_ms = attempt && attempt->fired_at_ms ? attempt->fired_at_ms : NowMs();
+  options.run_id = run_id;
+  options.step_id = live.def->id;
+  auto on_line = [this, run_id, index, gen](std::string_view line) {
+    OnKernelLine(run_id, index, gen, line);
+  };
+  Result<std::unique_ptr<KernelLogFollower>> follower =
+      KernelLogFollower::Start(ex_, options, on_line);
+  if (!follower.ok()) {
+    spdlog::warn("{} {}: cannot follow the kernel's log: {}", run_id, live.def->id,
+                 follower.status().message());
+    return;
+  }
+  if (live.kernel_log) live.kernel_log->Stop();
+  live.kernel_log = std::move(follower.value());
+  live.kernel_log_gen = gen;
+}
+
 // Each output line of the action, as it arrives: progress first, then the fail_on patterns.
 void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
                               std::string_view line) {
@@ -107,14 +133,27 @@ void RunManager::OnOutputLine(const std::string& run_id, size_t index, int gen,
   if (!run) return;
   if (const auto& watch = run->live[index].progress) watch->OnLine(line);
   std::optional<FailOnHit> hit = run->live[index].fail_on.Match(line);
-  if (!hit) return;
+  if (hit) FailOnLine(*run, index, gen, FailOnEvent(*hit->pattern, hit->line));
+}
+
+// A kernel message meets only the patterns meant for the kernel's log: a plan's own patterns
+// were written for its action's output.
+void RunManager::OnKernelLine(const std::string& run_id, size_t index, int gen,
+                              std::string_view line) {
+  ActiveRun* run = Find(run_id);
+  if (!run || run->live[index].action_gen != gen) return;
+  std::optional<FailOnHit> hit = run->live[index].kernel_fail_on.Match(line);
+  if (hit) FailOnLine(*run, index, gen, KernelFailOnEvent(*hit->pattern, hit->line));
+}
+
+void RunManager::FailOnLine(ActiveRun& run, size_t index, int gen, StepEventInfo info) {
   if (Blocked()) {
     // While writes wait, the attempt's first fatal line decides; more would only pile up.
-    if (run->live[index].fail_on_held_gen == gen) return;
-    run->live[index].fail_on_held_gen = gen;
+    if (run.live[index].fail_on_held_gen == gen) return;
+    run.live[index].fail_on_held_gen = gen;
   }
-  Dispatch(run_id, index, StepEvent::kActionFailed, FailOnEvent(*hit->pattern, hit->line),
-           EventSource::kAction, gen);
+  const std::string run_id = run.record.id;  // Dispatch may end the run
+  Dispatch(run_id, index, StepEvent::kActionFailed, std::move(info), EventSource::kAction, gen);
 }
 
 // From fire until the action ends (see RunEffects); a stall comes back as kStalled of this

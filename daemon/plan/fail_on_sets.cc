@@ -44,8 +44,11 @@ constexpr std::array<NamedPattern, 16> kVllm = {{
     {R"(Timed out waiting for engine)", "the engine did not start in time (see the lines before)"},
     {R"(Engine core initialization failed|EngineCore encountered a fatal error|EngineDeadError|Worker proc \S+ died unexpectedly)",
      "the engine died: the root cause is in the lines before (`deployctl logs`)"},
+    // The kernel's lines (the NVIDIA driver's), never in the server's output or its unit's
+    // journal: matched against the kernel's log too.
     {R"(NVRM: Xid|fallen off the bus)",
-     "a GPU hardware fault (Xid): the GPU may need a reset or the host a reboot"},
+     "a GPU hardware fault (Xid): the GPU may need a reset or the host a reboot",
+     /*retryable=*/false, /*kernel=*/true},
 }};
 
 constexpr std::array<NamedPattern, 3> kHf = {{
@@ -94,6 +97,7 @@ void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch) {
     pattern.explanation = std::string(p.explanation);
     pattern.fatal = !p.retryable;
     pattern.set = std::string(name);
+    pattern.kernel = p.kernel;
     watch.fail_on.push_back(std::move(pattern));
   }
 }

@@ -17,6 +17,7 @@ struct NamedPattern {
   std::string_view pattern;      // RE2 syntax, as a plan's fail_on would spell it
   std::string_view explanation;  // what the line means and what to do
   bool retryable = false;        // a fresh attempt may succeed (else retries are skipped)
+  bool kernel = false;           // a line of the kernel's log, not of the server (FailPattern)
 };
 
 // The set called `name`, or an empty span when there is none.
@@ -25,7 +26,8 @@ std::span<const NamedPattern> FailOnSet(std::string_view name);
 std::int64_t FailOnSetInstructions(std::string_view name);
 
 // Appends the set's patterns to `watch.fail_on` as `fail_on: NAME` gives them: each written at
-// `pos`, fatal unless a retry may succeed, and naming its set.
+// `pos`, fatal unless a retry may succeed, naming its set, and marked when the kernel's log is
+// where its lines appear.
 void AddFailOnSet(std::string_view name, SourcePos pos, Watch& watch);
 
 }  // namespace deployd

@@ -27,7 +27,20 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 }  // namespace
 
 struct ChildProcess::Impl {
-  explicit Impl(asio::any_io_executor ex) : exit_watch(ex), pipe(ex), kill_timer(ex) {}
+  // One of the child's output pipes, and the line it is in the middle of.
+  struct Stream {
+    explicit Stream(asio::any_io_executor ex) : pipe(ex) {}
+    asio::readable_pipe pipe;
+    std::array<char, 16384> buffer;
+    std::string partial;
+    bool eof = false;
+    LineHandler* on_line = nullptr;  // the Impl's on_line or on_stderr_line
+  };
+
+  explicit Impl(asio::any_io_executor ex) : exit_watch(ex), out(ex), err(ex), kill_timer(ex) {
+    out.on_line = &on_line;
+    err.on_line = &on_stderr_line;
+  }
   ~Impl() {
     // Never kill on destruction; stopping is an explicit Terminate(). The pidfd closes with
     // exit_watch; a child not reaped by then is reaped by nobody until deployd exits, which
@@ -36,19 +49,18 @@ struct ChildProcess::Impl {
   }
 
   asio::posix::stream_descriptor exit_watch;  // the child's pidfd: readable once it has exited
-  asio::readable_pipe pipe;
+  Stream out;  // stdout, and stderr too unless on_stderr_line was given
+  Stream err;  // stderr when on_stderr_line was given
   asio::steady_timer kill_timer;
-  std::array<char, 16384> buffer;
-  std::string partial;
   std::deque<std::string> tail;
   LineHandler on_line;
+  LineHandler on_stderr_line;
   ExitHandler on_exit;
   std::function<std::optional<std::string>(std::string_view)> rewrite_line;
   std::string log_path;
   int log_fd = -1;
   std::uint64_t log_bytes = 0;
   std::uint64_t log_cap = 0;
-  bool eof = false;
   Redactor redactor;
 
   void OpenLog() {
@@ -70,50 +82,51 @@ struct ChildProcess::Impl {
     if (::write(log_fd, out.data(), out.size()) > 0) log_bytes += out.size();
   }
 
-  void EmitLine(std::string_view raw) {
+  void EmitLine(const Stream& from, std::string_view raw) {
     if (rewrite_line) {
       // Empty pieces are dropped, as empty lines are.
       std::optional<std::string> rewritten = rewrite_line(raw);
       if (!rewritten) return;
       for (size_t pos = 0; pos <= rewritten->size();) {
         size_t end = std::min(rewritten->find('\n', pos), rewritten->size());
-        if (end > pos) EmitRewritten(std::string_view(*rewritten).substr(pos, end - pos));
+        if (end > pos) EmitRewritten(from, std::string_view(*rewritten).substr(pos, end - pos));
         pos = end + 1;
       }
       return;
     }
-    EmitRewritten(raw);
+    EmitRewritten(from, raw);
   }
 
-  void EmitRewritten(std::string_view raw) {
+  void EmitRewritten(const Stream& from, std::string_view raw) {
     std::string redacted;
     std::string_view line = raw;
     if (!redactor.empty()) line = redacted = redactor.Redact(raw);
     WriteLog(line);
     tail.emplace_back(line);
     if (tail.size() > kTailLines) tail.pop_front();
-    if (on_line) on_line(line);
+    if (*from.on_line) (*from.on_line)(line);
   }
 
   // Splits on '\n' and on '\r' (progress bars redraw with '\r'); empty pieces are dropped.
-  void Consume(std::string_view data) {
+  void Consume(Stream& from, std::string_view data) {
+    std::string& partial = from.partial;
     for (char c : data) {
       if (c == '\n' || c == '\r') {
-        if (!partial.empty()) EmitLine(partial);
+        if (!partial.empty()) EmitLine(from, partial);
         partial.clear();
       } else {
         partial += c;
         if (partial.size() >= kMaxLineBytes) {
-          EmitLine(partial);
+          EmitLine(from, partial);
           partial.clear();
         }
       }
     }
   }
 
-  void FlushPartial() {
-    if (!partial.empty()) EmitLine(partial);
-    partial.clear();
+  void FlushPartial(Stream& from) {
+    if (!from.partial.empty()) EmitLine(from, from.partial);
+    from.partial.clear();
   }
 
   // Reads what the pipe holds right now without waiting: at exit, everything the child wrote
@@ -121,20 +134,20 @@ struct ChildProcess::Impl {
   // Plain read(2): Asio's synchronous read_some does not know of an O_NONBLOCK set behind its
   // back and poll()s until data comes, which blocks the daemon's one thread for as long as a
   // grandchild holds the pipe open without writing.
-  void DrainNow() {
-    if (eof || !pipe.is_open()) return;
-    int fd = pipe.native_handle();
+  void DrainNow(Stream& from) {
+    if (from.eof || !from.pipe.is_open()) return;
+    int fd = from.pipe.native_handle();
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     for (;;) {
-      ssize_t n = ::read(fd, buffer.data(), buffer.size());
+      ssize_t n = ::read(fd, from.buffer.data(), from.buffer.size());
       if (n > 0) {
-        Consume(std::string_view(buffer.data(), static_cast<size_t>(n)));
+        Consume(from, std::string_view(from.buffer.data(), static_cast<size_t>(n)));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      eof = true;
-      FlushPartial();
+      from.eof = true;
+      FlushPartial(from);
       return;
     }
   }
@@ -169,32 +182,45 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
   Impl& impl = *child->impl_;
   impl.on_line = std::move(on_line);
   impl.on_exit = std::move(on_exit);
+  impl.on_stderr_line = options.on_stderr_line;
   impl.rewrite_line = options.rewrite_line;
   impl.log_path = options.log_path;
   if (!options.redact.empty()) impl.redactor = Redactor(options.redact);
   impl.log_cap = options.log_cap_bytes;
 
-  // The child's stdout and stderr: one pipe, so that their lines keep their order.
+  // The child's stdout and stderr: one pipe, so that their lines keep their order, unless
+  // the caller asked to tell them apart.
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) < 0)
     return Status::Error(std::string("cannot create a pipe: ") + ::strerror(errno));
-  int read_fd = fds[0];
-  int out_fd = fds[1];
+  int err_fds[2] = {-1, -1};
+  if (options.on_stderr_line && ::pipe2(err_fds, O_CLOEXEC) < 0) {
+    int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::Error(std::string("cannot create a pipe: ") + ::strerror(error));
+  }
   if (!options.log_path.empty()) impl.OpenLog();
 
-  request.stdout_fd = out_fd;
-  request.stderr_fd = out_fd;
+  request.stdout_fd = fds[1];
+  request.stderr_fd = err_fds[1] >= 0 ? err_fds[1] : fds[1];
   Result<Spawned> spawned = Spawn(request);
-  ::close(out_fd);
+  ::close(fds[1]);
+  if (err_fds[1] >= 0) ::close(err_fds[1]);
   if (!spawned.ok()) {
-    ::close(read_fd);
+    ::close(fds[0]);
+    if (err_fds[0] >= 0) ::close(err_fds[0]);
     return spawned.status();
   }
   child->pid_ = spawned->pid;
   impl.exit_watch.assign(spawned->pidfd);
 
-  impl.pipe.assign(read_fd);
-  ReadOutput(child);
+  impl.out.pipe.assign(fds[0]);
+  ReadOutput(child, false);
+  if (err_fds[0] >= 0) {
+    impl.err.pipe.assign(err_fds[0]);
+    ReadOutput(child, true);
+  }
 
   impl.exit_watch.async_wait(
       asio::posix::stream_descriptor::wait_read, [child](boost::system::error_code) {
@@ -209,7 +235,8 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
             reaped == child->pid_ ? ExitStatus::FromWaitStatus(wait_status) : ExitStatus{255, 0};
         child->exited_ = true;
         impl.exit_watch.close();
-        impl.DrainNow();
+        impl.DrainNow(impl.out);
+        impl.DrainNow(impl.err);
         if (impl.on_exit) {
           auto handler = std::move(impl.on_exit);
           handler(status);
@@ -222,19 +249,20 @@ ChildProcess::~ChildProcess() = default;
 
 // Output is read as it arrives; each line is matched the moment it is complete. The pending
 // operation's handler keeps the object alive until EOF.
-void ChildProcess::ReadOutput(std::shared_ptr<ChildProcess> self) {
-  Impl& impl = *self->impl_;
-  impl.pipe.async_read_some(asio::buffer(impl.buffer), [self](auto ec, size_t n) {
+void ChildProcess::ReadOutput(std::shared_ptr<ChildProcess> self, bool from_stderr) {
+  Impl::Stream& from = from_stderr ? self->impl_->err : self->impl_->out;
+  from.pipe.async_read_some(asio::buffer(from.buffer), [self, from_stderr](auto ec, size_t n) {
     Impl& impl = *self->impl_;
+    Impl::Stream& from = from_stderr ? impl.err : impl.out;
     if (ec) {
-      if (!impl.eof) {
-        impl.eof = true;
-        impl.FlushPartial();
+      if (!from.eof) {
+        from.eof = true;
+        impl.FlushPartial(from);
       }
       return;
     }
-    impl.Consume(std::string_view(impl.buffer.data(), n));
-    ReadOutput(self);
+    impl.Consume(from, std::string_view(from.buffer.data(), n));
+    ReadOutput(self, from_stderr);
   });
 }
 

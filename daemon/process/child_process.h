@@ -2,9 +2,11 @@
 // io_context, in a session and process group of its own (pgid == pid).
 //
 // Stdout and stderr share one pipe; each complete line is handed to `on_line` as it arrives
-// (and appended to `log_path` when given). `on_exit` is called exactly once, after the child
-// was reaped and the output it wrote before exiting was delivered. (A background action, which
-// must outlive the daemon, runs under a supervisor: background_action.h.)
+// (and appended to `log_path` when given). A caller that must tell them apart (a version
+// check reads stdout first) gives `on_stderr_line`: stderr then has a pipe of its own. `on_exit` is
+// called exactly once, after the child was reaped and the output it wrote before exiting was
+// delivered. (A background action, which must outlive the daemon, runs under a supervisor:
+// background_action.h.)
 //
 // Everything happens on the io_context's one thread; callbacks are never invoked re-entrantly
 // from Start(). Destroying the object (or the daemon exiting) never kills the child: stopping
@@ -44,6 +46,10 @@ struct SpawnOptions {
   // When set, each line is handed to this first: what it returns is logged and handed on in
   // the line's place (as several lines if it holds '\n'); nullopt drops the line.
   std::function<std::optional<std::string>(std::string_view line)> rewrite_line;
+  // When set, stderr has a pipe of its own and its lines are handed here instead of to
+  // `on_line` (both are logged, redacted and rewritten alike). Each stream keeps its lines in
+  // order; how the two interleave is then only as they happened to be read.
+  std::function<void(std::string_view line)> on_stderr_line;
 };
 
 class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
@@ -74,7 +80,7 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
 
  private:
   ChildProcess() = default;
-  static void ReadOutput(std::shared_ptr<ChildProcess> self);
+  static void ReadOutput(std::shared_ptr<ChildProcess> self, bool from_stderr);
   pid_t pid_ = 0;
   bool exited_ = false;
   std::unique_ptr<Impl> impl_;

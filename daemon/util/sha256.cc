@@ -1,106 +1,55 @@
 #include "util/sha256.h"
 
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <memory>
+#include <stdexcept>
+#include <thread>
 
 namespace deployd {
 namespace {
 
-constexpr std::array<std::uint32_t, 64> kRoundConstants = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-constexpr std::uint32_t Rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+[[noreturn]] void ThrowOpenSslError(const char* call) {
+  char text[256];
+  unsigned long code = ERR_get_error();
+  if (code == 0) {
+    std::snprintf(text, sizeof text, "%s failed", call);
+  } else {
+    ERR_error_string_n(code, text, sizeof text);
+  }
+  ERR_clear_error();
+  throw std::runtime_error(text);
+}
 
 }  // namespace
 
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+void Sha256::ContextFree::operator()(evp_md_ctx_st* context) const { EVP_MD_CTX_free(context); }
 
-void Sha256::Compress(const std::uint8_t* block) {
-  std::uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = std::uint32_t{block[4 * i]} << 24 | std::uint32_t{block[4 * i + 1]} << 16 |
-           std::uint32_t{block[4 * i + 2]} << 8 | std::uint32_t{block[4 * i + 3]};
-  }
-  for (int i = 16; i < 64; ++i) {
-    std::uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    std::uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  std::uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  std::uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    std::uint32_t s1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
-    std::uint32_t choose = (e & f) ^ (~e & g);
-    std::uint32_t t1 = h + s1 + choose + kRoundConstants[i] + w[i];
-    std::uint32_t s0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
-    std::uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
-    std::uint32_t t2 = s0 + majority;
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  if (!context_) ThrowOpenSslError("EVP_MD_CTX_new");
+  if (EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1)
+    ThrowOpenSslError("EVP_DigestInit_ex");
 }
 
+Sha256::~Sha256() = default;
+
 void Sha256::Update(const void* data, std::size_t size) {
-  const auto* bytes = static_cast<const std::uint8_t*>(data);
-  total_bytes_ += size;
-  if (buffered_ != 0) {
-    std::size_t take = std::min(size, buffer_.size() - buffered_);
-    std::memcpy(buffer_.data() + buffered_, bytes, take);
-    buffered_ += take;
-    bytes += take;
-    size -= take;
-    if (buffered_ < buffer_.size()) return;
-    Compress(buffer_.data());
-    buffered_ = 0;
-  }
-  // Whole blocks straight from the caller's memory: no copy for the bulk of a file.
-  for (; size >= 64; bytes += 64, size -= 64) Compress(bytes);
-  std::memcpy(buffer_.data(), bytes, size);
-  buffered_ = size;
+  if (size > 0 && EVP_DigestUpdate(context_.get(), data, size) != 1)
+    ThrowOpenSslError("EVP_DigestUpdate");
 }
 
 Sha256::Digest Sha256::Finish() {
-  std::uint64_t bit_length = total_bytes_ * 8;
-  // Padding: 0x80, zeros up to 56 mod 64, then the message length in bits, big-endian.
-  std::uint8_t padding[72] = {0x80};
-  std::size_t pad = (buffered_ < 56 ? 56 : 120) - buffered_;
-  for (int i = 0; i < 8; ++i)
-    padding[pad + i] = static_cast<std::uint8_t>(bit_length >> (56 - 8 * i));
-  std::uint64_t saved_total = total_bytes_;
-  Update(padding, pad + 8);
-  total_bytes_ = saved_total;
   Digest digest;
-  for (int i = 0; i < 8; ++i) {
-    for (int j = 0; j < 4; ++j)
-      digest[4 * i + j] = static_cast<std::uint8_t>(state_[i] >> (24 - 8 * j));
-  }
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context_.get(), digest.data(), &length) != 1 || length != digest.size())
+    ThrowOpenSslError("EVP_DigestFinal_ex");
   return digest;
 }
 
@@ -124,22 +73,49 @@ std::string Sha256Hex(std::string_view data) {
 Result<std::string> Sha256File(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Error("cannot read " + path + ": " + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  // Read once from start to end: the kernel may read ahead further (a cold shard streams at
+  // the disk's speed, not at the speed of 1MiB requests one after another).
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   constexpr std::size_t kBlock = 1 << 20;
   auto block = std::make_unique<std::uint8_t[]>(kBlock);
-  Sha256 hash;
-  for (;;) {
-    ssize_t n = ::read(fd, block.get(), kBlock);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      return Status::Error("cannot read " + path + ": " + std::strerror(error));
+  try {
+    Sha256 hash;
+    for (;;) {
+      ssize_t n = ::read(fd, block.get(), kBlock);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::Error("cannot read " + path + ": " + std::strerror(errno));
+      if (n == 0) break;
+      hash.Update(block.get(), static_cast<std::size_t>(n));
     }
-    if (n == 0) break;
-    hash.Update(block.get(), static_cast<std::size_t>(n));
+    return DigestHex(hash.Finish());
+  } catch (const std::runtime_error& e) {
+    return Status::Error("cannot hash " + path + ": OpenSSL: " + e.what());
   }
-  ::close(fd);
-  return DigestHex(hash.Finish());
+}
+
+std::vector<Result<std::string>> Sha256Files(const std::vector<std::string>& paths,
+                                             unsigned parallel) {
+  std::vector<Result<std::string>> results(paths.size(), Status::Error("not hashed"));
+  std::atomic<std::size_t> next{0};
+  // Each worker takes the next file not yet taken, so that a large shard does not hold up
+  // the files queued behind it on one thread while others sit idle.
+  auto work = [&]() {
+    for (std::size_t i = next++; i < paths.size(); i = next++) results[i] = Sha256File(paths[i]);
+  };
+  std::size_t threads = std::min<std::size_t>(parallel, paths.size());
+  if (threads <= 1) {
+    work();
+    return results;
+  }
+  std::vector<std::jthread> workers;
+  workers.reserve(threads);
+  for (std::size_t t = 0; t < threads; ++t) workers.emplace_back(work);
+  workers.clear();  // joins
+  return results;
 }
 
 }  // namespace deployd

@@ -174,6 +174,9 @@ struct FailPattern {
   std::string explanation;  // from a named set (`fail_on: vllm`): what the line means
   bool fatal = false;       // no retry can fix it: the step fails without further attempts
   std::string set;          // the named set it came from ("vllm"), or what implied it
+  // The kernel writes these lines (GPU faults), not the action: they are also matched against
+  // the kernel's messages while the step runs and verifies (engine/kernel_log_follower.h).
+  bool kernel = false;
 };
 
 // What a stalled step does: fail at once, or stop its process group and fire the action again

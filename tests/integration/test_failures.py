@@ -1,11 +1,18 @@
 """Steps that fail, and how: a verify check against a real HTTP server, a timeout that must
-kill a whole process group, a fail_on output line, retries with backoff, and cancel."""
+kill a whole process group, a fail_on output line, a GPU fault in the kernel's log, retries
+with backoff, and cancel."""
 
+import json
 import os
+import shutil
+import tempfile
 import time
 import unittest
 
+import harness
 from harness import DaemonTestCase, free_port, pids_with_marker, unique_marker, wait_no_marker, wait_until
+
+STANDINS = os.path.join(harness.SOURCE_DIR, "tests", "standins")
 
 
 class VerifyFailureTest(DaemonTestCase):
@@ -189,6 +196,63 @@ steps:
         logs = self.d.ctl("logs", run, "boot", check=0).stdout
         self.assertIn("is not supported", logs)
         self.assert_events_consistent(run)
+
+
+class KernelFailOnTest(DaemonTestCase):
+    """An Xid is the kernel's line, never the server's: `fail_on: vllm` follows the kernel's
+    log. The journal is the journalctl stand-in's (tests/standins/journalctl: `-k` reads the
+    simulated host's journal/kernel.jsonl), so that the test neither needs journald nor writes
+    into this machine's kernel log."""
+
+    start_daemon = False
+
+    def test_an_xid_in_the_kernel_log_fails_the_step(self):
+        sim = tempfile.mkdtemp(prefix="deployd-kernel-")
+        self.addCleanup(shutil.rmtree, sim, ignore_errors=True)
+        os.makedirs(os.path.join(sim, "journal"))
+        env = {"PATH": STANDINS + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+               "DEPLOYD_SIM_DIR": sim}
+        self.d.start(extra_env=env)
+        marker = unique_marker("xid")
+        plan = self.d.write_plan("xid.yaml", """\
+version: 1
+name: xid-e2e
+steps:
+  - id: serve
+    run: 'echo serving; touch @DIR@/started; sleep 300; : %s'
+    watch:
+      fail_on: vllm
+    grace: 2s
+""" % marker)
+        run, _ = self.d.apply(plan, wait=False)
+        self.d.wait_step(run, "serve", ("running",))
+        wait_until(lambda: os.path.exists(plan.file("started")), message="the step started")
+        # The driver's line, as journald stores it from the kernel's ring buffer (after the
+        # step's fire: journalctl --since the fire reads it whenever it starts).
+        xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+        with open(os.path.join(sim, "journal", "kernel.jsonl"), "a") as f:
+            f.write(json.dumps({"t": time.time(), "pid": 0, "id": "kernel", "unit": "kernel",
+                                "msg": xid}) + "\n")
+        self.d.wait_run(run)
+        step = self.d.step(run, "serve")
+        self.assertEqual(step["state"], "failed")
+        self.assertEqual(step["reason"], "a GPU hardware fault (Xid): the GPU may need a reset or "
+                                         "the host a reboot: kernel: " + xid)
+        self.assertEqual(step["evidence"]["from"], "kernel")
+        self.assertEqual(step["evidence"]["line"], xid)
+        self.assertEqual(step["evidence"]["fail_on"], "NVRM: Xid|fallen off the bus")
+        wait_no_marker(marker)
+        # It was read where the kernel writes: journalctl -k, from the attempt's fire.
+        with open(os.path.join(sim, "calls.log")) as f:
+            calls = [json.loads(line) for line in f if line.strip()]
+        kernel = [c for c in calls if c.get("tool") == "journalctl" and "-k" in c.get("argv", [])]
+        self.assertTrue(kernel, calls)
+        self.assertIn("-f", kernel[0]["argv"])
+        self.assertIn("--since", kernel[0]["argv"])
+        # The kernel's follower ends with the step: nothing of the simulated host is left but
+        # deployd itself.
+        wait_until(lambda: pids_with_marker("DEPLOYD_SIM_DIR=" + sim, where=("environ",))
+                   == [self.d.proc.pid], message="journalctl -k to end with the step")
 
 
 class RetryTest(DaemonTestCase):

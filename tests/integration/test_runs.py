@@ -260,6 +260,34 @@ steps:
         self.assertEqual(step["evidence"]["check"], "weights_complete %s" % plan.work)
 
 
+    def test_numbered_shards_without_an_index_must_all_be_there(self):
+        # A download cut after two of three shards, with no index to name the third.
+        plan = self.d.write_plan("numbered.yaml", """\
+version: 1
+name: numbered
+steps:
+  - id: fetch
+    run: 'true'
+    verify:
+      - weights_complete: '@DIR@'
+""")
+        for k in (1, 2):
+            write_shard(plan.file("model-%05d-of-00003.safetensors" % k), 8)
+        run, _ = self.d.apply(plan, check=1)
+        step = self.d.step(run, "fetch")
+        self.assertEqual(step["state"], "failed")
+        self.assertEqual(step["reason"],
+                         "verify failed: weights_complete %s: 1 of the 3 shards named "
+                         "model-*-of-00003 is missing (no index): model-00003-of-00003.safetensors"
+                         % plan.work)
+        self.assertEqual(step["evidence"]["numbered"],
+                         [{"name": "model-*-of-00003", "shards": 3, "present": 2,
+                           "missing": ["model-00003-of-00003.safetensors"]}])
+        write_shard(plan.file("model-00003-of-00003.safetensors"), 8)
+        run, _ = self.d.apply(plan, check=0)
+        self.assertEqual(self.d.step(run, "fetch")["state"], "succeeded")
+
+
 class WeightsDigestTest(DaemonTestCase):
     def test_sha256_digests_are_verified_in_a_probe_child(self):
         import hashlib
@@ -296,6 +324,39 @@ steps:
         self.assertIn("model-00001-of-00001.safetensors does not match its sha256", again["reason"])
         self.assertTrue(again["reason"].startswith("verify failed: weights_complete %s: "
                                                    % plan.work), again["reason"])
+
+
+class VersionCheckTest(DaemonTestCase):
+    def test_the_version_is_read_from_stdout_before_stderr(self):
+        # The tool warns on stderr, with a version-like token, before it prints its version.
+        plan = self.d.write_plan("version.yaml", """\
+version: 1
+name: version-e2e
+steps:
+  - id: runtime
+    run: 'true'
+    verify:
+      - version:
+          run: [sh, -c, 'echo "WARNING: CUDA 12.1 is older than this build expects" >&2; echo "vllm 0.15.1"']
+          at_least: 0.15.0
+          below: 0.16.0
+  - id: newer
+    run: 'true'
+    verify:
+      - version:
+          run: [sh, -c, 'echo "WARNING: CUDA 12.1 is older than this build expects" >&2; echo "vllm 0.15.1"']
+          at_least: 0.16.0
+""")
+        run, _ = self.d.apply(plan, check=1)
+        status = self.d.status_json(run)
+        self.assertEqual(self.d.step(run, "runtime", status)["state"], "succeeded")
+        newer = self.d.step(run, "newer", status)
+        self.assertEqual(newer["state"], "failed")
+        self.assertTrue(newer["reason"].endswith(": version 0.15.1 is below 0.16.0"),
+                        newer["reason"])
+        self.assertEqual(newer["evidence"]["version"], "0.15.1")
+        self.assertEqual(newer["evidence"]["version_line"], "vllm 0.15.1")
+        self.assertEqual(newer["evidence"]["version_from"], "stdout")
 
 
 class PreflightTest(DaemonTestCase):
