@@ -1,4 +1,4 @@
-#include "util/sha256.h"
+#include "checks/sha256.h"
 
 #include <unistd.h>
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "util/sha256.h"
+#include "checks/sha256.h"
 #include "util/units.h"
 
 using namespace deployd;

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#include "util/sha256.h"
+#include "checks/sha256.h"
 #include "util/units.h"
 
 namespace deployd {

@@ -6,8 +6,8 @@
 // A Sha256 object is not thread-safe; it hashes one message. Distinct objects may be used on
 // distinct threads at once (Sha256Files does). Hashing a file reads it in 1MiB blocks, so a 5GB
 // shard costs memory for one block only.
-#ifndef DEPLOYD_UTIL_SHA256_H_
-#define DEPLOYD_UTIL_SHA256_H_
+#ifndef DEPLOYD_CHECKS_SHA256_H_
+#define DEPLOYD_CHECKS_SHA256_H_
 
 #include <array>
 #include <cstddef>
@@ -62,4 +62,4 @@ std::vector<Result<std::string>> Sha256Files(const std::vector<std::string>& pat
 
 }  // namespace deployd
 
-#endif  // DEPLOYD_UTIL_SHA256_H_
+#endif  // DEPLOYD_CHECKS_SHA256_H_
