@@ -50,6 +50,31 @@ TEST_CASE("child output arrives line by line, stdout and stderr in order") {
   CHECK(ran.lines == std::vector<std::string>{"one", "two", "a", "b", "last"});
 }
 
+TEST_CASE("every line a child wrote is delivered before its exit is reported") {
+  // The pipe's data and the pidfd become ready together; the exit must wait for a read whose
+  // data is already in hand (a journal look-up read its last entries after its exit once).
+  static asio::io_context io;
+  for (int i = 0; i < 200; ++i) {
+    io.restart();
+    SpawnOptions o;
+    // Many small writes, the last of them just before the exit.
+    o.argv = {"/bin/sh", "-c",
+              "i=0; while [ $i -lt 300 ]; do echo $i; i=$((i+1)); done; echo d >&2; printf e"};
+    if (i % 2) o.on_stderr_line = [](std::string_view) {};
+    std::vector<std::string> lines;
+    std::optional<size_t> at_exit;
+    auto started = ChildProcess::Start(
+        io.get_executor(), o, [&](std::string_view l) { lines.emplace_back(l); },
+        [&](const ExitStatus&) { at_exit = lines.size(); });
+    REQUIRE(started.ok());
+    io.run();
+    INFO("run " << i);
+    REQUIRE(at_exit.has_value());
+    CHECK(*at_exit == (i % 2 ? 301u : 302u));
+    CHECK(lines.size() == *at_exit);
+  }
+}
+
 TEST_CASE("stderr apart: its lines go to their own handler, both are logged") {
   TempDir dir;
   static asio::io_context io;

@@ -12,11 +12,12 @@ TEST_CASE("A service's own line carries its invocation as _SYSTEMD_INVOCATION_ID
       R"({"__CURSOR":"s=13;i=1ad;b=7e;m=7d;t=6619;x=2d","__REALTIME_TIMESTAMP":"1796184620992201",)"
       R"("__MONOTONIC_TIMESTAMP":"2101045672","_BOOT_ID":"7e55",)"
       R"("MESSAGE":"torch.OutOfMemoryError: CUDA out of memory.",)"
-      R"("_SYSTEMD_INVOCATION_ID":"d34f0f994e654b919acf15d90083e1a9"})");
+      R"("_SYSTEMD_INVOCATION_ID":"d34f0f994e654b919acf15d90083e1a9","_PID":"399"})");
   REQUIRE(e.has_value());
   CHECK(e->message == "torch.OutOfMemoryError: CUDA out of memory.");
   CHECK(e->invocation == "d34f0f994e654b919acf15d90083e1a9");
   CHECK(e->realtime_us == 1796184620992201);
+  CHECK(e->pid == 399);  // which process wrote it: the invocation alone may be the next one's
 }
 
 TEST_CASE("systemd's line about a unit carries it as INVOCATION_ID", "[journal_entry]") {

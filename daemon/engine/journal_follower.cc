@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "process/child_process.h"
@@ -22,14 +24,20 @@ struct JournalFollower::State {
   Options options;
   LineHandler on_line;
   std::string previous;  // the invocation journaled last before the fire ("" when none)
-  std::string latest;    // recovering: the unit's invocation journaled last, now
+  // The processes that wrote `previous`'s own lines (its main process): what they write is
+  // `previous`'s whatever invocation journald stamps on it (journal_entry.h).
+  std::set<std::int64_t> previous_pids;
+  std::string latest;  // recovering: the unit's invocation journaled last, now
   bool previous_counts = false;
   bool other_seen = false;  // an entry of another invocation than `previous` has come
   bool stopped = false;
   std::shared_ptr<ChildProcess> child;
 
   bool Counts(const JournalEntry& entry) {
-    if (entry.invocation.empty() || entry.invocation != previous) {
+    bool of_previous = !previous.empty() && entry.invocation == previous;
+    if (of_previous && entry.pid > 1) previous_pids.insert(entry.pid);
+    of_previous = of_previous || previous_pids.contains(entry.pid);
+    if (!of_previous) {
       other_seen = other_seen || !entry.invocation.empty();
       return true;
     }
@@ -49,17 +57,22 @@ namespace {
 using State = JournalFollower::State;
 
 // Runs a journalctl that ends by itself; `last` gets the invocation of its last entry that has
-// one, then `then` runs (unless the follower was stopped meanwhile).
+// one, and `pids` (when given) the processes of its lines but systemd's, then `then` runs
+// (unless the follower was stopped meanwhile).
 Status LookUp(std::shared_ptr<State> state, std::vector<std::string> args, std::string* last,
-              std::function<void(std::shared_ptr<State>)> then) {
+              std::set<std::int64_t>* pids, std::function<void(std::shared_ptr<State>)> then) {
   SpawnOptions options;
   options.argv = state->Argv(std::move(args));
-  auto on_line = [state, last](std::string_view line) {
+  auto writers = std::make_shared<std::map<std::string, std::set<std::int64_t>>>();
+  auto on_line = [last, writers](std::string_view line) {
     std::optional<JournalEntry> entry = ParseJournalEntry(line);
-    if (entry && !entry->invocation.empty()) *last = entry->invocation;
+    if (!entry || entry->invocation.empty()) return;
+    *last = entry->invocation;
+    if (entry->pid > 1) (*writers)[entry->invocation].insert(entry->pid);
   };
-  auto on_exit = [state, then = std::move(then)](const ExitStatus& status) {
+  auto on_exit = [state, last, pids, writers, then = std::move(then)](const ExitStatus& status) {
     if (state->stopped) return;
+    if (pids) *pids = std::move((*writers)[*last]);
     if (!status.ok())
       spdlog::warn("{}: journalctl -u {} ended: {}", state->options.run_id, state->options.unit,
                    status.ToString());
@@ -127,12 +140,12 @@ Result<std::unique_ptr<JournalFollower>> JournalFollower::Start(boost::asio::any
   state->on_line = std::move(on_line);
   auto after_previous = [](std::shared_ptr<State> s) {
     if (!s->options.recovering) return Follow(s);
-    if (Status st = LookUp(s, {"-n", kLookBack}, &s->latest, Follow); !st.ok())
+    if (Status st = LookUp(s, {"-n", kLookBack}, &s->latest, nullptr, Follow); !st.ok())
       spdlog::warn("{}: cannot read the journal of {}: {}", s->options.run_id, s->options.unit,
                    st.message());
   };
   Status started = LookUp(state, {"--until", JournalTime(options.fired_at_ms), "-n", kLookBack},
-                          &state->previous, after_previous);
+                          &state->previous, &state->previous_pids, after_previous);
   if (!started.ok()) return started;
   return std::unique_ptr<JournalFollower>(new JournalFollower(state));
 }

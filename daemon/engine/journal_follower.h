@@ -6,9 +6,11 @@
 // the attempt, so that a restart of deployd reads them again from there and misses nothing said
 // while it was down), of any invocation but the one that came before the fire — the old
 // server's last words during a restart are not the new one's. Each entry is judged by its
-// invocation (_SYSTEMD_INVOCATION_ID, or INVOCATION_ID for systemd's own lines), never by its
-// text or by where systemd's "Started …" falls: with Type=exec a server's first lines often
-// come before it. Without blocking (no systemctl), in two steps:
+// invocation (_SYSTEMD_INVOCATION_ID, or INVOCATION_ID for systemd's own lines) and by the
+// process that wrote it (a line of the old invocation's main process may carry the new
+// invocation's id: util/journal_entry.h), never by its text or by where systemd's
+// "Started …" falls: with Type=exec a server's first lines often come before it. Without blocking
+// (no systemctl), in two steps:
 //   journalctl -u UNIT --until=@FIRE -n 50 -o json     which invocation came last before the fire
 //   journalctl -u UNIT -f --since=@FIRE -o json        followed, each entry judged as it comes
 // When the action found the unit already running and left it (nothing to do), the invocation

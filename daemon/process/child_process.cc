@@ -34,6 +34,9 @@ struct ChildProcess::Impl {
     std::array<char, 16384> buffer;
     std::string partial;
     bool eof = false;
+    // An async read is outstanding: until its handler runs, `buffer` is the read's (it may
+    // already hold data whose handler is queued behind the exit's).
+    bool reading = false;
     LineHandler* on_line = nullptr;  // the Impl's on_line or on_stderr_line
   };
 
@@ -56,6 +59,7 @@ struct ChildProcess::Impl {
   LineHandler on_line;
   LineHandler on_stderr_line;
   ExitHandler on_exit;
+  std::optional<ExitStatus> exit_status;  // reaped; reported to on_exit once the output is in
   std::function<std::optional<std::string>(std::string_view)> rewrite_line;
   std::string log_path;
   int log_fd = -1;
@@ -234,15 +238,33 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
         ExitStatus status =
             reaped == child->pid_ ? ExitStatus::FromWaitStatus(wait_status) : ExitStatus{255, 0};
         child->exited_ = true;
+        impl.exit_status = status;
         impl.exit_watch.close();
-        impl.DrainNow(impl.out);
-        impl.DrainNow(impl.err);
-        if (impl.on_exit) {
-          auto handler = std::move(impl.on_exit);
-          handler(status);
-        }
+        // A read whose data is already in hand completes as it is; one still waiting ends now.
+        for (Impl::Stream* from : {&impl.out, &impl.err})
+          if (from->reading) from->pipe.cancel();
+        ReportExit(child);
       });
   return child;
+}
+
+// Once no read of the child's output is outstanding: what is left in the pipes is read, then
+// the exit is reported, then reading goes on for what the child's children may still write.
+void ChildProcess::ReportExit(std::shared_ptr<ChildProcess> self) {
+  Impl& impl = *self->impl_;
+  if (!impl.exit_status || impl.out.reading || impl.err.reading) return;
+  impl.DrainNow(impl.out);
+  impl.DrainNow(impl.err);
+  ExitStatus status = *impl.exit_status;
+  impl.exit_status.reset();
+  if (impl.on_exit) {
+    auto handler = std::move(impl.on_exit);
+    handler(status);
+  }
+  for (bool from_stderr : {false, true}) {
+    Impl::Stream& from = from_stderr ? impl.err : impl.out;
+    if (!from.eof && from.pipe.is_open()) ReadOutput(self, from_stderr);
+  }
 }
 
 ChildProcess::~ChildProcess() = default;
@@ -251,17 +273,23 @@ ChildProcess::~ChildProcess() = default;
 // operation's handler keeps the object alive until EOF.
 void ChildProcess::ReadOutput(std::shared_ptr<ChildProcess> self, bool from_stderr) {
   Impl::Stream& from = from_stderr ? self->impl_->err : self->impl_->out;
+  from.reading = true;
   from.pipe.async_read_some(asio::buffer(from.buffer), [self, from_stderr](auto ec, size_t n) {
     Impl& impl = *self->impl_;
     Impl::Stream& from = from_stderr ? impl.err : impl.out;
+    from.reading = false;
+    if (ec == asio::error::operation_aborted && impl.exit_status) {
+      return ReportExit(self);  // cancelled by the exit: the rest is read there
+    }
     if (ec) {
       if (!from.eof) {
         from.eof = true;
         impl.FlushPartial(from);
       }
-      return;
+      return ReportExit(self);
     }
     impl.Consume(from, std::string_view(from.buffer.data(), n));
+    if (impl.exit_status) return ReportExit(self);  // reads on once the exit is reported
     ReadOutput(self, from_stderr);
   });
 }

@@ -1,4 +1,4 @@
-// ChildProcess: one action or probe command, started with Boost.Process v2 on the daemon's
+// ChildProcess: one action or probe command, started with Spawn (process/spawn.h) on the daemon's
 // io_context, in a session and process group of its own (pgid == pid).
 //
 // Stdout and stderr share one pipe; each complete line is handed to `on_line` as it arrives
@@ -81,6 +81,7 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
  private:
   ChildProcess() = default;
   static void ReadOutput(std::shared_ptr<ChildProcess> self, bool from_stderr);
+  static void ReportExit(std::shared_ptr<ChildProcess> self);
   pid_t pid_ = 0;
   bool exited_ = false;
   std::unique_ptr<Impl> impl_;

@@ -35,6 +35,8 @@ std::optional<JournalEntry> ParseJournalEntry(std::string_view line) {
   if (entry.invocation.empty()) entry.invocation = Text(o.if_contains("INVOCATION_ID"));
   std::string realtime = Text(o.if_contains("__REALTIME_TIMESTAMP"));
   std::from_chars(realtime.data(), realtime.data() + realtime.size(), entry.realtime_us);
+  std::string pid = Text(o.if_contains("_PID"));
+  std::from_chars(pid.data(), pid.data() + pid.size(), entry.pid);
   return entry;
 }
 

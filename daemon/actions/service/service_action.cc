@@ -38,6 +38,14 @@ constexpr int kJournalLines = 20;
 struct JournalWindow {
   std::int64_t since_ms = 0;
   std::string previous_invocation;
+  // Its main process: what it wrote is its own whatever invocation journald stamped on it
+  // (util/journal_entry.h).
+  pid_t previous_main_pid = 0;
+
+  bool OfPrevious(const JournalEntry& entry) const {
+    return (!previous_invocation.empty() && entry.invocation == previous_invocation) ||
+           (previous_main_pid > 1 && entry.pid == previous_main_pid);
+  }
 };
 
 void SayJournal(const std::string& unit, const JournalWindow& window, const ActionContext& ctx) {
@@ -56,9 +64,7 @@ void SayJournal(const std::string& unit, const JournalWindow& window, const Acti
   std::string line;
   while (std::getline(entries, line)) {
     std::optional<JournalEntry> entry = ParseJournalEntry(line);
-    if (!entry ||
-        (!window.previous_invocation.empty() && entry->invocation == window.previous_invocation))
-      continue;
+    if (!entry || window.OfPrevious(*entry)) continue;
     std::istringstream message(entry->message);
     std::vector<std::string> pieces;
     for (std::string piece; std::getline(message, piece);) {
@@ -144,7 +150,7 @@ Status Start(const std::string& unit, const ServiceAction& action, bool restart,
   const std::int64_t began_ms = NowMs();
   auto st = ShowUnit(unit);
   if (!st.ok()) return st.status();
-  const JournalWindow window{began_ms, st->invocation_id};
+  const JournalWindow window{began_ms, st->invocation_id, st->main_pid};
   if (!st->Loaded() && !(st->load_state == "not-found" && !st->Stopped())) {
     if (st->load_state == "not-found") {
       return Status::Error(unit +
