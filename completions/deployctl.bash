@@ -47,17 +47,17 @@ _deployctl() {
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
   local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve dial-stdio rollout rollout-batch history metrics"
+  verbs+=" approve dial-stdio rollout rollout-batch history metrics version"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
 
-  # Global options come before the command; --socket VALUE or --socket=VALUE (which bash
-  # splits at the '='), the same for --host.
+  # Global options may come anywhere, before the command or after it; --socket VALUE or
+  # --socket=VALUE (which bash splits at the '='), the same for --host.
   while ((i < COMP_CWORD)); do
     word=${COMP_WORDS[i]}
     case $word in
-      --socket | --host)
+      --socket | --host | --config)
         if [[ ${COMP_WORDS[i + 1]} == "=" ]]; then
           socket+=("$word" "${COMP_WORDS[i + 2]}")
           ((i += 3))
@@ -77,21 +77,25 @@ _deployctl() {
   done
 
   if [[ -z $verb ]]; then
-    if [[ $prev == --socket || ($prev == "=" && ${COMP_WORDS[COMP_CWORD - 2]} == --socket) ]]; then
+    local before=
+    ((COMP_CWORD > 1)) && before=${COMP_WORDS[COMP_CWORD - 2]}
+    if [[ $prev == --socket || $prev == --config ||
+      ($prev == "=" && ($before == --socket || $before == --config)) ]]; then
       [[ $cur == "=" ]] && cur=
       compopt -o filenames 2>/dev/null
       COMPREPLY=($(compgen -f -- "$cur"))
     elif [[ $prev == --host || ($prev == "=" && ${COMP_WORDS[COMP_CWORD - 2]} == --host) ]]; then
       return 0
     elif [[ $cur == -* ]]; then
-      COMPREPLY=($(compgen -W "--socket --host --help --version -h" -- "$cur"))
+      COMPREPLY=($(compgen -W "--socket --host --config --help --version -h" -- "$cur"))
     else
       COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
     fi
     return 0
   fi
 
-  # After the command: its positionals so far (--var and --limit take a value).
+  # After the command: its positionals so far (--var and --limit take a value), and the
+  # global options given there.
   local -a positionals=()
   local skip=
   for ((i = i + 1; i < COMP_CWORD; i++)); do
@@ -101,6 +105,10 @@ _deployctl() {
       continue
     fi
     case $word in
+      --socket | --host | --config)
+        socket+=("$word" "${COMP_WORDS[i + 1]}")
+        skip=1
+        ;;
       --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch) skip=1 ;;
       -i | --inventory) skip=1 ;;
       -*) ;;
@@ -108,7 +116,12 @@ _deployctl() {
     esac
   done
   case $prev in
-    --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch)
+    --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch | --host)
+      return 0
+      ;;
+    --socket | --config)
+      compopt -o filenames 2>/dev/null
+      COMPREPLY=($(compgen -f -- "$cur"))
       return 0
       ;;
     -i | --inventory)
@@ -120,15 +133,16 @@ _deployctl() {
 
   local flags="-h --help"
   case $verb in
-    validate) flags+=" --var" ;;
-    apply) flags+=" --var --wait --wait-lock" ;;
+    validate) flags+=" --var --json" ;;
+    apply) flags+=" --var --wait --wait-lock --json" ;;
     plan) flags+=" --var --json" ;;
-    runs | status | why | metrics) flags+=" --json" ;;
-    watch) flags+=" --json" ;;
-    logs) flags+=" -f --follow --json" ;;
-    retry | skip) flags+=" --wait" ;;
+    runs | status | why | watch | version | metrics) flags+=" --json" ;;
+    cancel | pause | resume | approve) flags+=" --json" ;;
+    logs) flags+=" -f --follow -t --timestamps --json" ;;
+    retry | skip) flags+=" --wait --json" ;;
     rollout)
       flags+=" -i --inventory -l --limit --serial --max-fail --var --unreachable-after --wait"
+      flags+=" --json"
       ;;
     rollout-batch) flags+=" --key --batch" ;;
     history) flags+=" --limit --json" ;;

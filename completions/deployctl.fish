@@ -49,7 +49,7 @@ function __deployctl_parse
             continue
         end
         switch $t
-            case --socket --host
+            case --socket --host --config
                 set skip socket
             case '--socket=*'
                 set socket --socket (string replace -- --socket= '' $t)
@@ -92,7 +92,7 @@ function __deployctl_wants --argument-names kind
 end
 
 # The deployctl being completed, asked briefly and silently (a daemon that is down or slow
-# gives no output, not an error).
+# gives no output, not an error), with the global options of the line, wherever they are.
 function __deployctl_ask
     set -l tokens (commandline -opc)
     set -l program $tokens[1]
@@ -100,14 +100,11 @@ function __deployctl_ask
     set -l i 2
     while test $i -le (count $tokens)
         switch $tokens[$i]
-            case --socket --host
+            case --socket --host --config
                 set -a socket $tokens[$i] $tokens[(math $i + 1)]
                 set i (math $i + 1)
-            case '--socket=*' '--host=*'
+            case '--socket=*' '--host=*' '--config=*'
                 set -a socket $tokens[$i]
-            case '-*'
-            case '*'
-                break
         end
         set i (math $i + 1)
     end
@@ -145,7 +142,7 @@ function __deployctl_plans
 end
 
 set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
-    dial-stdio rollout rollout-batch history metrics
+    dial-stdio rollout rollout-batch history metrics version
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
@@ -153,6 +150,7 @@ complete -c deployctl -f
 # Before the command.
 complete -c deployctl -n $top -l socket -r -F -d "deployd's socket"
 complete -c deployctl -n $top -l host -x -d 'Reach deployd on another host: ssh://[USER@]HOST[:PORT]'
+complete -c deployctl -n $top -l config -r -F -d "deployd's configuration, read for its socket"
 complete -c deployctl -n $top -l version -d 'Print the version and exit'
 complete -c deployctl -s h -l help -d 'Print help and exit'
 complete -c deployctl -n $top -a validate -d 'Check plans without running them (offline)'
@@ -174,6 +172,7 @@ complete -c deployctl -n $top -a rollout -d 'Apply a plan across an Ansible inve
 complete -c deployctl -n $top -a rollout-batch -d "Drive one batch of a rollout (its steps run it)"
 complete -c deployctl -n $top -a history -d "What a plan's runs measured (version, tokens/s, TTFT)"
 complete -c deployctl -n $top -a metrics -d 'What deployd exports to Prometheus, in its text format'
+complete -c deployctl -n $top -a version -d "Versions of deployctl and of the deployd it reaches"
 
 # Each command's flags.
 complete -c deployctl -n "$after validate apply plan rollout" -l var -x -d 'NAME=VALUE override'
@@ -188,11 +187,13 @@ complete -c deployctl -n "$after rollout-batch" -l batch -x -d 'The batch, from 
 complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
 complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the one holding the plan\'s lock'
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
-complete -c deployctl -n "$after plan status why history" -l json -d 'Print one JSON object'
-complete -c deployctl -n "$after runs" -l json -d 'Print a JSON array'
+complete -c deployctl -n "$after plan status why history version" -l json -d 'Print one JSON object'
+complete -c deployctl -n "$after runs validate" -l json -d 'Print a JSON array'
+complete -c deployctl -n "$after apply cancel pause resume approve retry skip rollout" -l json -d 'Print what was done as JSON'
 complete -c deployctl -n "$after metrics" -l json -d 'Print the metric families as one JSON array'
 complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
 complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"
+complete -c deployctl -n "$after logs" -s t -l timestamps -d 'Begin each line with the time it was written'
 complete -c deployctl -n "$after logs" -l json -d 'Print JSON'
 complete -c deployctl -n "$after history" -l limit -x -d 'At most this many runs (default 20; 0: all)'
 

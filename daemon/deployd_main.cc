@@ -103,8 +103,7 @@ void SetUpLogging() {
 
 // The configuration file: --config, else /etc/deployd/deployd.yaml when it exists, else none.
 std::string ConfigPath(const std::string& flag) {
-  if (flag.empty() && ::access("/etc/deployd/deployd.yaml", R_OK) == 0)
-    return "/etc/deployd/deployd.yaml";
+  if (flag.empty() && ::access(kSystemConfigPath, R_OK) == 0) return kSystemConfigPath;
   return flag;
 }
 
@@ -227,6 +226,8 @@ int main(int argc, char** argv) {
 
   SetUpLogging();
   ::signal(SIGPIPE, SIG_IGN);
+  if (Status s = CheckUserSocketDir(config.socket_path, /*create=*/true); !s.ok())
+    return Fail(s.message());
 
   std::error_code ec;
   std::filesystem::create_directories(config.state_dir, ec);

@@ -36,12 +36,15 @@ def help_of(argv):
 
 
 def section(text, title):
-    """The lines of a CLI11 help section ('Options:', 'Subcommands:')."""
+    """The lines of a CLI11 help section ('Options:', 'Subcommands:'): up to the blank line
+    that ends it (the footer's examples and exit codes follow)."""
     lines, inside = [], False
     for line in text.splitlines():
         if re.match(r"^\S.*:$", line):
             inside = line == title
             continue
+        if inside and not line.strip() and lines:
+            inside = False
         if inside and line.strip():
             lines.append(line)
     return lines

@@ -166,3 +166,48 @@ TEST_CASE("watch view: plain lines") {
   CHECK(FormatProgressLine("download", p, kT0 + 12'000, kT0) ==
         "[   12.0s] download                 progress   25% 1.0KiB / 4.0KiB, 512B/s, ETA 6s");
 }
+
+TEST_CASE("watch view: a long step id is cut to its column, state and time stay on screen") {
+  RunView view;
+  ApplyFollowLine(view, Snapshot());
+  view.steps[1].id = "download-the-weights-of-kimi-k2.5-nvfp4-shard-0001";
+  std::vector<std::string> lines = RenderRunView(view, kT0 + 13'000, 60, 40);
+  CHECK(lines[1] == "STEP                      STATE         TIME  DETAIL");
+  CHECK(lines[3] == "download-the-weights-of…  running      12.0s  attempt 1");
+  // A narrower screen narrows the column, to 8 at the least.
+  lines = RenderRunView(view, kT0 + 13'000, 44, 40);
+  CHECK(lines[3] == "download-th…  running      12.0s  attempt 1");
+  lines = RenderRunView(view, kT0 + 13'000, 30, 40);
+  CHECK(lines[3] == "downloa…  running      12.0s");
+}
+
+TEST_CASE("id columns: as wide as the longest id, on a screen no wider than leaves room") {
+  CHECK(IdColumnWidth(40, 24, 0, 30) == 40);  // not a screen: whole ids
+  CHECK(IdColumnWidth(40, 24, 200, 30) == 24);
+  CHECK(IdColumnWidth(12, 24, 200, 30) == 12);
+  CHECK(IdColumnWidth(40, 24, 45, 30) == 15);
+  CHECK(IdColumnWidth(40, 24, 20, 30) == 8);
+  CHECK(FitCell("prepare", 10) == "prepare   ");
+  CHECK(FitCell("download-weights", 10) == "download-…");
+  CHECK(FitCell("ééééé", 4) == "ééé…");
+  CHECK(TextWidth("ééé…") == 4);
+}
+
+TEST_CASE("watch view: states in colour, which takes no room") {
+  CHECK(Paint("running   ", "running") == "\x1b[36mrunning\x1b[0m   ");
+  CHECK(Paint("failed", "failed") == "\x1b[1;31mfailed\x1b[0m");
+  CHECK(Paint("pending   ", "pending") == "pending   ");
+  CHECK(TextWidth(Paint("succeeded", "succeeded")) == 9);
+  RunView view;
+  ApplyFollowLine(view, Snapshot());
+  std::vector<std::string> lines = RenderRunView(view, kT0 + 13'000, 120, 40, true);
+  CHECK(lines[0] == "run dl-3 (plan dl): \x1b[36mrunning\x1b[0m, 13.0s");
+  CHECK(lines[2] == "prepare   \x1b[32msucceeded\x1b[0m     0.4s");
+  CHECK(lines[3] == "download  \x1b[36mrunning\x1b[0m      12.0s  attempt 1");
+  // Cut inside a colour: the colour is ended.
+  lines = RenderRunView(view, kT0 + 13'000, 14, 40, true);
+  CHECK(lines[3] == "download  \x1b[36mrunn\x1b[0m");
+  CHECK(FormatEventLine(DecodeEvent(Event("download", "step.state", "failed", "exit 1", kT0)), kT0,
+                        true) ==
+        "[    0.0s] download                 \x1b[1;31mfailed\x1b[0m     exit 1");
+}

@@ -1,6 +1,12 @@
 #include "control/answer_streams.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <filesystem>
 #include <utility>
 
@@ -8,6 +14,7 @@
 #include "protocol/answer.h"
 #include "protocol/follow_stream.h"
 #include "util/log_follower.h"
+#include "util/log_marks.h"
 #include "util/utf8_text.h"
 
 namespace deployd {
@@ -93,38 +100,70 @@ class LogStream : public AnswerStream {
     std::string state;
     bool step_done = false;
     bool exited = false;
-    std::shared_ptr<void> exit_watch;  // waiting for the step's processes; dropped with us
-    LogFollower* follower = nullptr;   // the stream's; on_data is never called after it goes
+    std::shared_ptr<void> exit_watch;      // waiting for the step's processes; dropped with us
+    LogFollower* follower = nullptr;       // the stream's; on_data is never called after it goes
+    bool times = false;                    // the client asked for when the lines were written
+    std::unique_ptr<LogMarkReader> marks;  // of the file being read (util/log_marks.h)
+    std::uint64_t marks_file = 0;
+
+    // Queues `data`, which ends at `end` in the log (`path`, as that file was named when it
+    // was opened), in whole characters: the first bytes of one cut at its end wait for the
+    // next piece (and the position says so). With its marks: where attempts begin, and times.
+    void Deliver(std::string_view data, LogPosition end, const std::string& path,
+                 bool keep = false) {
+      std::uint64_t text_from =
+          end.offset - std::min<std::uint64_t>(end.offset, data.size() + partial.size());
+      std::string text = partial + std::string(data);
+      size_t complete = CompleteUtf8Prefix(text);
+      partial = text.substr(complete);
+      text.resize(complete);
+      if (text.empty()) return;
+      end.offset -= std::min<std::uint64_t>(end.offset, partial.size());
+      json::object line = EncodeLogData(ValidUtf8(text), end);
+      if (!marks || marks_file != end.file) {
+        marks = std::make_unique<LogMarkReader>(path, times);
+        marks_file = end.file;
+      }
+      AddLogMarks(line, marks->Marks(text_from, end.offset), text_from, 0, times);
+      queue.Push(line, keep);
+    }
   };
 
   LogStream(RequestContext& context, std::string run_id, std::string step_id, StepState state,
-            std::function<void()> wake)
+            bool times, std::function<void()> wake)
       : runs_(context.runs),
         run_id_(std::move(run_id)),
         step_id_(std::move(step_id)),
         wake_(std::move(wake)),
         state_(std::make_shared<State>()) {
     state_->state = ToString(state);
+    state_->times = times;
   }
   ~LogStream() override {
     if (token_) runs_.Unsubscribe(token_);
     if (follower_) follower_->Stop();
   }
 
-  Status Start(boost::asio::any_io_executor ex, bool step_ended) {
+  // `resume`: where the client's copy of the log ends (it reconnects).
+  Status Start(boost::asio::any_io_executor ex, bool step_ended,
+               const std::optional<LogPosition>& resume) {
     std::string path = runs_.LogPath(run_id_, step_id_);
-    state_->queue.Push(EncodeLogStart(run_id_, step_id_, path), /*keep=*/true);
+    ResumePoint point = resume ? FindResume(path, *resume) : ResumePoint{};
+    json::object start_line = EncodeLogStart(run_id_, step_id_, path);
+    if (resume) start_line["resumed"] = point.found;
+    state_->queue.Push(start_line, /*keep=*/true);
     std::error_code size_error;
     std::uintmax_t size = std::filesystem::file_size(path, size_error);
     std::uint64_t start = !size_error && size > kMaxLogBytes ? size - kMaxLogBytes : 0;
-    Result<std::unique_ptr<LogFollower>> follower =
-        LogFollower::Start(ex, path, start, [state = state_, wake = wake_](std::string_view data) {
-          std::string text = state->partial + std::string(data);
-          size_t complete = CompleteUtf8Prefix(text);
-          state->partial = text.substr(complete);
-          text.resize(complete);
-          if (text.empty()) return;
-          state->queue.Push(EncodeLogData(ValidUtf8(text)));
+    if (point.found && point.rotated) {
+      PushRotatedRest(path + ".1", point.offset);
+      start = 0;
+    } else if (point.found) {
+      start = point.offset;
+    }
+    Result<std::unique_ptr<LogFollower>> follower = LogFollower::Start(
+        ex, path, start, [state = state_, wake = wake_, path](std::string_view data) {
+          state->Deliver(data, {state->follower->file_id(), state->follower->offset()}, path);
           if (state->queue.full()) state->follower->Pause();
           wake();
         });
@@ -142,7 +181,9 @@ class LogStream : public AnswerStream {
       // The writers are gone: their last bytes may not have been announced yet.
       follower_->CatchUp();
       if (!follower_->paused()) {
-        if (!s.partial.empty()) s.queue.Push(EncodeLogData(ValidUtf8(s.partial)));
+        if (!s.partial.empty())
+          s.queue.Push(EncodeLogData(ValidUtf8(s.partial),
+                                     LogPosition{follower_->file_id(), follower_->offset()}));
         s.queue.Push(EncodeLogEnd(run_id_, step_id_, s.state));
         s.step_done = false;  // ends once the queue is sent
       }
@@ -157,6 +198,56 @@ class LogStream : public AnswerStream {
   }
 
  private:
+  // Where a client that had the log up to `at` goes on: in the log itself, or in its rotated
+  // predecessor (whose rest comes first); none when neither is that file any more.
+  struct ResumePoint {
+    bool found = false;
+    bool rotated = false;
+    std::uint64_t offset = 0;
+  };
+  static ResumePoint FindResume(const std::string& path, LogPosition at) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && st.st_ino == at.file) return {true, false, at.offset};
+    if (::stat((path + ".1").c_str(), &st) == 0 && st.st_ino == at.file)
+      return {true, true, at.offset};
+    return {};
+  }
+
+  // The rest of the rotated log from `offset` on (its newest MiB at most), sent before the
+  // log's own bytes.
+  void PushRotatedRest(const std::string& rotated, std::uint64_t offset) {
+    State& s = *state_;
+    int fd = ::open(rotated.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    offset = std::min(offset, size);
+    if (size - offset > kMaxLogBytes) {
+      WireMissed missed;
+      missed.bytes = static_cast<std::int64_t>(size - kMaxLogBytes - offset);
+      s.queue.Push(EncodeMissed(missed), /*keep=*/true);
+      offset = size - kMaxLogBytes;
+    }
+    std::string buffer(64 * 1024, '\0');
+    while (offset < size) {
+      ssize_t n = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      offset += static_cast<std::uint64_t>(n);
+      s.Deliver(std::string_view(buffer.data(), static_cast<size_t>(n)), {st.st_ino, offset},
+                rotated,
+                /*keep=*/true);
+    }
+    ::close(fd);
+    // The log's bytes are another file's: a character cut here does not go on there.
+    if (!s.partial.empty())
+      s.queue.Push(EncodeLogData(ValidUtf8(s.partial), LogPosition{st.st_ino, offset}), true);
+    s.partial.clear();
+  }
+
   void OnEvent(const json::object& line) {
     WireEvent event = DecodeEvent(line);
     if (event.kind != "step.state" || event.step != step_id_) return;
@@ -203,9 +294,14 @@ StreamAnswer FollowRun(RequestContext& context, const json::object& request,
   context.runs.AddProgress(snapshot);
   context.runs.AddStorageFault(snapshot);
   stream->Push(EncodeSnapshotLine(snapshot), /*keep=*/true);
+  // A client that reconnects has the events up to after_seq: the snapshot and what came since.
+  std::int64_t after_seq = 0;
+  if (const json::value* v = request.if_contains("after_seq"); v && v->is_int64())
+    after_seq = v->as_int64();
   Result<std::vector<EventRecord>> past = context.store.Events(run_id);
   if (!past.ok()) return ErrorAnswer(past.status().message());
-  for (const EventRecord& e : past.value()) stream->Push(EventToJson(run_id, e), /*keep=*/true);
+  for (const EventRecord& e : past.value())
+    if (e.seq > after_seq) stream->Push(EventToJson(run_id, e), /*keep=*/true);
   if (IsTerminal(run.state)) {
     stream->Push(EncodeEndLine(ToWire(run)));
   } else {
@@ -230,8 +326,16 @@ StreamAnswer FollowLog(RequestContext& context, const json::object& request,
     if (s.id == step_id) state = s.state;
   if (!state) return ErrorAnswer("run " + run_id + " has no step '" + step_id + "'");
 
-  auto stream = std::make_unique<LogStream>(context, run_id, step_id, *state, std::move(wake));
-  if (Status s = stream->Start(std::move(ex), IsTerminal(*state)); !s.ok())
+  std::optional<LogPosition> resume;
+  if (const json::value* v = request.if_contains("resume")) {
+    resume = DecodeLogPosition(*v);
+    if (!resume) return ErrorAnswer("bad request: \"resume\" must be {\"file\": N, \"offset\": N}");
+  }
+  const json::value* times = request.if_contains("timestamps");
+  auto stream =
+      std::make_unique<LogStream>(context, run_id, step_id, *state,
+                                  times && times->is_bool() && times->as_bool(), std::move(wake));
+  if (Status s = stream->Start(std::move(ex), IsTerminal(*state), resume); !s.ok())
     return ErrorAnswer(s.message());
   return stream;
 }

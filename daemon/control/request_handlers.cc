@@ -1,5 +1,6 @@
 #include "control/request_handlers.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
 
@@ -11,6 +12,8 @@
 #include "deployd/protocol.h"
 #include "engine/wire_records.h"
 #include "protocol/answer.h"
+#include "protocol/follow_stream.h"
+#include "util/log_marks.h"
 
 namespace deployd {
 
@@ -26,19 +29,38 @@ const json::string* StringField(const json::object& o, std::string_view key) {
   return v ? v->if_string() : nullptr;
 }
 
-std::string ReadTail(const std::string& path) {
+// The newest MiB of a log file, from a line's start: `text`, whose bytes from `body` on are
+// the file's from offset `from` to `end`.
+struct LogPart {
+  std::string text;
+  size_t body = 0;
+  std::uint64_t from = 0;
+  std::uint64_t end = 0;
+};
+
+LogPart ReadTail(const std::string& path) {
+  LogPart part;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
+  if (!in) return part;
   in.seekg(0, std::ios::end);
   std::streamoff size = in.tellg();
   std::streamoff start = size > static_cast<std::streamoff>(kMaxLogBytes)
                              ? size - static_cast<std::streamoff>(kMaxLogBytes)
                              : 0;
   in.seekg(start);
-  std::string text(static_cast<size_t>(size - start), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (start > 0) text = "[… earlier output omitted …]\n" + text.substr(text.find('\n') + 1);
-  return text;
+  part.text.assign(static_cast<size_t>(size - start), '\0');
+  in.read(part.text.data(), static_cast<std::streamsize>(part.text.size()));
+  part.text.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  part.from = static_cast<std::uint64_t>(start);
+  part.end = part.from + part.text.size();
+  if (start > 0) {
+    size_t cut = part.text.find('\n') + 1;  // npos + 1: no line ends in it, keep it whole
+    const std::string omitted = "[… earlier output omitted …]\n";
+    part.text = omitted + part.text.substr(cut);
+    part.from += cut;
+    part.body = omitted.size();
+  }
+  return part;
 }
 
 json::object StatusAnswer(const Status& s) {
@@ -78,7 +100,7 @@ json::object StatusByKey(RequestContext& context, const json::object& request) {
 
 // The reads: status, why, logs, of a run that must be recorded.
 json::object AnswerRead(RequestContext& context, const std::string& op, const std::string& run,
-                        const json::string* step) {
+                        const json::string* step, bool timestamps) {
   Result<std::optional<RunRecord>> loaded = context.store.LoadRun(run, true);
   if (!loaded.ok()) return ErrorAnswer(loaded.status().message());
   if (!loaded.value()) return ErrorAnswer("no run '" + run + "'");
@@ -86,7 +108,8 @@ json::object AnswerRead(RequestContext& context, const std::string& op, const st
   if (op == "status") return HandleStatus(context, record);
   if (op == "why") return HandleWhy(context, record);
   return HandleLogs(context, record,
-                    step ? std::optional<std::string>(std::string(*step)) : std::nullopt);
+                    step ? std::optional<std::string>(std::string(*step)) : std::nullopt,
+                    timestamps);
 }
 
 }  // namespace
@@ -148,7 +171,9 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
     return ErrorAnswer("bad request: " + op + " needs \"step\"");
   if (op == "approve") return HandleApprove(context, run, std::string(*step));
   if (op == "skip") return HandleSkip(context, run, std::string(*step));
-  return AnswerRead(context, op, run, step);
+  const json::value* timestamps = request.if_contains("timestamps");
+  return AnswerRead(context, op, run, step,
+                    timestamps && timestamps->is_bool() && timestamps->as_bool());
 }
 
 }  // namespace
@@ -251,16 +276,23 @@ json::object HandleWhy(RequestContext& context, const RunRecord& run) {
 }
 
 json::object HandleLogs(RequestContext& context, const RunRecord& run,
-                        const std::optional<std::string>& step) {
+                        const std::optional<std::string>& step, bool timestamps) {
   json::array logs;
   bool found = false;
   for (const StepRecord& s : run.steps) {
     if (step && s.id != *step) continue;
     found = true;
     std::string path = context.runs.LogPath(run.id, s.id);
-    std::string text = ReadTail(path + ".1") + ReadTail(path);
-    if (step || !text.empty() || s.attempts > 0)
-      logs.push_back(json::object{{"step", s.id}, {"text", text}, {"path", path}});
+    LogPart rotated = ReadTail(path + ".1");
+    LogPart current = ReadTail(path);
+    std::string text = rotated.text + current.text;
+    if (!step && text.empty() && s.attempts == 0) continue;
+    json::object entry{{"step", s.id}, {"text", text}, {"path", path}};
+    AddLogMarks(entry, ReadLogMarks(path + ".1", rotated.from, rotated.end, timestamps),
+                rotated.from, rotated.body, timestamps);
+    AddLogMarks(entry, ReadLogMarks(path, current.from, current.end, timestamps), current.from,
+                rotated.text.size() + current.body, timestamps);
+    logs.push_back(std::move(entry));
   }
   if (!found) return ErrorAnswer("run " + run.id + " has no step '" + *step + "'");
   json::object o = OkAnswer();

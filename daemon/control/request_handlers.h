@@ -73,10 +73,11 @@ boost::json::object HandleSkip(RequestContext& context, const std::string& run,
 // The reads of one recorded run.
 boost::json::object HandleStatus(RequestContext& context, const RunRecord& run);
 boost::json::object HandleWhy(RequestContext& context, const RunRecord& run);
-// Each step's log (the newest MiB of it and of its rotated predecessor); `step` nullopt: all
-// steps that have output or have run.
+// Each step's log (the newest MiB of it and of its rotated predecessor) with where its attempts
+// begin, and with `timestamps` when its lines were written (protocol/follow_stream.h,
+// AddLogMarks); `step` nullopt: all steps that have output or have run.
 boost::json::object HandleLogs(RequestContext& context, const RunRecord& run,
-                               const std::optional<std::string>& step);
+                               const std::optional<std::string>& step, bool timestamps = false);
 // `plan`: a dry run (plan_preview.h).
 boost::asio::awaitable<boost::json::object> HandlePlan(boost::json::object request);
 

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iostream>
+#include <thread>
 
 #include "deployd/protocol.h"
 
@@ -17,26 +19,55 @@ namespace deployd::ctl {
 
 namespace json = boost::json;
 
-void Die(int code, const std::string& message) { throw Exit{code, message}; }
+void Die(int code, const std::string& message) { throw Exit{code, message, false, message}; }
 
-Client::Client(const std::string& path) : path_(path) {
+namespace {
+
+[[noreturn]] void Lost(const std::string& message, const std::string& why) {
+  throw Exit{kExitUnreachable, message, true, why};
+}
+
+}  // namespace
+
+Client::Client(const SocketChoice& socket) : socket_(socket), path_(socket.path) { Connect(); }
+
+Client::~Client() { Close(); }
+
+void Client::Close() {
+  if (ssh_) {
+    ssh_.reset();  // closes its end and ends ssh
+  } else if (fd_ >= 0) {
+    ::close(fd_);
+  }
+  fd_ = -1;
+  buffer_.clear();
+  connected_ = false;
+}
+
+void Client::Reconnect() {
+  Close();
+  path_ = socket_.path;
+  Connect();
+}
+
+void Client::Connect() {
   if (const SshTarget* host = RemoteHost()) {
     ConnectOverSsh(*host);
     return;
   }
+  const std::string& path = socket_.path;
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) Die(kExitUsage, "socket path too long: " + path);
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0)
-    Die(kExitUnreachable, "cannot reach deployd at " + path + ": " + std::strerror(errno) +
-                              " (is it running? start it with `deployd` or `systemctl start "
-                              "deployd`; --socket or DEPLOYD_SOCKET choose another socket)");
-}
-
-Client::~Client() {
-  if (!ssh_) ::close(fd_);
+  if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return;
+  int error = errno;
+  std::string message =
+      "cannot reach deployd at " + path + ": " + std::strerror(error) + " (" + socket_.hint + ")";
+  // Nothing there, or nothing listening: what a deployd that is restarting looks like.
+  if (error == ENOENT || error == ECONNREFUSED) Lost(message, std::strerror(error));
+  Die(kExitUnreachable, message);
 }
 
 // deployd's ping answer proves every layer: ssh connected, the host's deployctl ran, its
@@ -44,21 +75,28 @@ Client::~Client() {
 void Client::ConnectOverSsh(const SshTarget& host) {
   path_ = host.Url();
   Result<std::unique_ptr<SshChannel>> channel = SshChannel::Start(host, RemoteSocket(), SshMode{});
-  if (!channel.ok()) Die(kExitUnreachable, channel.status().message());
+  if (!channel.ok()) Lost(channel.status().message(), channel.status().message());
   ssh_ = std::move(channel.value());
   fd_ = ssh_->fd();
   Send({{"op", "ping"}});
   json::object answer = Receive();
   if (!answer["ok"].as_bool()) {
-    if (std::optional<std::string> why = Refusal(host, answer)) Die(kExitUnreachable, *why);
+    if (std::optional<std::string> why = Refusal(host, answer)) {
+      // Refused for this user: waiting will not change that.
+      if (answer["code"] == "unauthorized") Die(kExitUnreachable, *why);
+      Lost(*why, *why);
+    }
     Refused(answer);
   }
   connected_ = true;
 }
 
 void Client::Broken(const std::string& local) {
-  if (ssh_) Die(kExitUnreachable, ssh_->Explain(connected_));
-  Die(kExitUnreachable, local);
+  if (ssh_) {
+    std::string why = ssh_->Explain(connected_);
+    Lost(why, why);
+  }
+  Lost(local, local);
 }
 
 void Client::Send(json::object request) {
@@ -167,6 +205,56 @@ std::string Clock(std::int64_t ms) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
   return buf;
+}
+
+std::string Ago(std::int64_t ms, std::int64_t now_ms) {
+  std::int64_t s = (now_ms - ms) / 1000;
+  bool future = s < 0;
+  if (future) s = -s;
+  std::string n = s < 60      ? std::to_string(s) + "s"
+                  : s < 3600  ? std::to_string(s / 60) + "m"
+                  : s < 86400 ? std::to_string(s / 3600) + "h"
+                              : std::to_string(s / 86400) + "d";
+  return future ? "in " + n : n + " ago";
+}
+
+std::string When(std::int64_t ms, std::int64_t now_ms) {
+  return Clock(ms) + " (" + Ago(ms, now_ms) + ")";
+}
+
+int WithReconnect(Client& client, const std::function<int(bool again)>& attempt) {
+  for (bool again = false;; again = true) {
+    try {
+      return attempt(again);
+    } catch (const Exit& e) {
+      if (!e.lost) throw;
+      auto away_since = std::chrono::steady_clock::now();
+      std::chrono::seconds wait{1};
+      std::cerr << "deployctl: lost deployd at " << client.where() << " (" << e.why
+                << "); connecting again in " << wait.count() << "s" << std::endl;
+      for (;;) {
+        std::this_thread::sleep_for(wait);
+        try {
+          client.Reconnect();
+          break;
+        } catch (const Exit& failed) {
+          if (!failed.lost) throw;
+          auto away = std::chrono::steady_clock::now() - away_since;
+          if (away >= kReconnectFor)
+            Die(kExitUnreachable,
+                "deployd did not come back within " +
+                    std::to_string(
+                        std::chrono::duration_cast<std::chrono::minutes>(kReconnectFor).count()) +
+                    " minutes: " + failed.message);
+          wait = std::min(wait * 2, kMostBetweenTries);
+          std::cerr << "deployctl: still no deployd at " << client.where() << " (" << failed.why
+                    << "); trying again in " << wait.count() << "s" << std::endl;
+        }
+      }
+      std::cerr << "deployctl: reconnected to deployd at " << client.where()
+                << "; going on where it stopped" << std::endl;
+    }
+  }
 }
 
 int ExitFor(const std::string& run_state) {

@@ -1,7 +1,6 @@
 // deployctl metrics: what deployd exports to Prometheus, as Prometheus's text exposition (the
 // same text as the node_exporter textfile and `/metrics`: one encoder, protocol/), or with
 // --json the families as the `metrics` request answers them.
-#include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <iostream>
 
@@ -12,15 +11,6 @@
 namespace deployd::ctl {
 
 namespace json = boost::json;
-
-CLI::App* DefineMetricsVerb(CLI::App& app, bool& json_out) {
-  CLI::App* metrics = app.add_subcommand(
-      "metrics",
-      "what deployd exports to Prometheus, in its text format (runs, failures, step "
-      "durations, benchmarks, deployd itself)");
-  metrics->add_flag("--json", json_out, "print the metric families as one JSON array");
-  return metrics;
-}
 
 int Metrics(Client& client, bool json_out) {
   json::object answer = client.Call({{"op", "metrics"}});

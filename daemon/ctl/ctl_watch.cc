@@ -1,7 +1,8 @@
 // deployctl watch: the live view of a run. On a terminal the table of watch_view.h is redrawn
 // in place (ANSI: cursor up, clear line; no curses), after each line of the `follow` stream and
 // once a second while the run goes on, so that elapsed times, rates and "no progress for …"
-// keep moving between events. Elsewhere it is the plain follow of ctl_follow.cc.
+// keep moving between events. Elsewhere it is the plain follow of ctl_follow.cc. Both go on
+// through a restart of deployd (WithReconnect).
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -24,14 +25,14 @@ namespace {
 
 constexpr auto kTick = std::chrono::seconds(1);
 
-int WatchTerminal(Client& client, const std::string& run_id) {
-  client.Send({{"op", "follow"}, {"run", run_id}});
-  RunView view;
-  Screen screen;
+// Follows the run into `view` until it has ended, drawing it on `screen`.
+void FollowIntoView(Client& client, const std::string& run_id, RunView& view, Screen& screen,
+                    std::int64_t& last_seq) {
+  client.Send(FollowRequest(run_id, last_seq));
   auto draw = [&] {
     winsize ws = TerminalSize();
     // One line fewer than the screen: a frame that fills it would scroll on its last newline.
-    screen.Draw(RenderRunView(view, NowMs(), ws.ws_col, ws.ws_row - 1));
+    screen.Draw(RenderRunView(view, NowMs(), ws.ws_col, ws.ws_row - 1, StdoutStyle().color));
   };
   for (;;) {
     // Everything that has arrived is applied before the next frame (the stream first replays
@@ -40,13 +41,25 @@ int WatchTerminal(Client& client, const std::string& run_id) {
         client.Receive(IsLive(view) ? kTick : std::chrono::hours(24));
     while (line) {
       if (IsRefusal(*line)) Client::Refused(*line);
-      ApplyFollowLine(view, *line);
+      if (!SeenBefore(*line, last_seq)) ApplyFollowLine(view, *line);
       if (view.ended) break;
       line = client.Receive(std::chrono::milliseconds(0));
     }
     draw();
-    if (view.ended) break;
+    if (view.ended) return;
   }
+}
+
+int WatchTerminal(Client& client, const std::string& run_id) {
+  RunView view;
+  Screen screen;
+  std::int64_t last_seq = 0;
+  WithReconnect(client, [&](bool again) {
+    // What was said on stderr stays above; the view is drawn afresh below it.
+    if (again) screen.Forget();
+    FollowIntoView(client, run_id, view, screen, last_seq);
+    return 0;
+  });
   std::cout << "run " << run_id << " " << view.state << " after "
             << FormatElapsed(view.finished_at_ms - view.created_at_ms);
   if (!view.reason.empty()) std::cout << ": " << view.reason;
@@ -59,7 +72,8 @@ int WatchTerminal(Client& client, const std::string& run_id) {
 }  // namespace
 
 int WatchRun(Client& client, const std::string& run_id) {
-  if (!::isatty(STDOUT_FILENO)) return FollowPlain(client, run_id, true);
+  // A terminal that cannot move its cursor (TERM=dumb) gets the plain lines too.
+  if (!StdoutStyle().cursor) return FollowPlain(client, run_id, true);
   return WatchTerminal(client, run_id);
 }
 

@@ -10,6 +10,7 @@
 #include "ctl/ctl_verbs.h"
 #include "ctl/watch_view.h"
 #include "deployd/protocol.h"
+#include "util/clock.h"
 
 namespace deployd::ctl {
 
@@ -26,7 +27,10 @@ constexpr const char* kEvidenceOrder[] = {
     "signal",     "fail_on",  "line",        "timeout_ms",   "version",  "size",
     "free_bytes", "searched", "pid",         "comm",         "attempts", "elapsed_ms"};
 
-std::string Scalar(const json::value& v) {
+// A value of the evidence as it is printed; a time (a key ending in _at_ms) as a time.
+std::string Scalar(const json::value& v, std::string_view key = "") {
+  if (key.ends_with("_at_ms") && v.is_int64() && v.as_int64() > 0)
+    return When(v.as_int64(), NowMs());
   if (v.is_double()) {  // a benchmark's figures: 57.3, not 5.73E1
     char text[32];
     std::snprintf(text, sizeof text, "%.10g", v.as_double());
@@ -66,7 +70,7 @@ std::vector<std::string> EvidenceLines(const json::object& evidence, const std::
   for (const auto& k : keys) width = std::max(width, k.size());
   for (const auto& k : keys)
     lines.push_back(indent + k + ":" + std::string(width - k.size() + 1, ' ') +
-                    Scalar(evidence.at(k)));
+                    Scalar(evidence.at(k), k));
   for (const auto& [key, value] : evidence) {
     if (!value.is_array() || left_out(key, value)) continue;
     lines.push_back(indent + std::string(key) + ":");

@@ -1,180 +1,33 @@
 // deployctl: the command-line client of deployd (DESIGN.md §3). `validate` works offline;
-// every other verb talks to the daemon over its Unix socket, one JSON line each way. Verbs
-// with more to them than a request and its answer live in ctl_*.cc (ctl_verbs.h).
+// every other verb talks to the daemon over its Unix socket, one JSON line each way.
+//
+// Every verb is one entry of kVerbs below: its name, its summary, what it takes (positionals
+// and flags) and what it runs, and the examples of its --help. What a verb runs lives in a
+// ctl_*.cc file of its own (ctl_verbs.h, rollout_verbs.h). The global options (--socket,
+// --host, --config) may come anywhere on the line; the socket is found only when a verb
+// connects (socket_discovery.h), so that `validate` needs no deployd nor its configuration.
 #include <CLI/CLI.hpp>
-#include <boost/json.hpp>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "ctl/ctl_client.h"
 #include "ctl/ctl_verbs.h"
 #include "ctl/dial_stdio.h"
-#include "ctl/plan_input.h"
+#include "ctl/did_you_mean.h"
 #include "ctl/rollout_verbs.h"
+#include "ctl/socket_discovery.h"
 #include "ctl/ssh_transport.h"
-#include "ctl/watch_view.h"
 #include "deployd/protocol.h"
-#include "deployd/states.h"
 #include "plan/daemon_config.h"
-#include "plan/plan_parser.h"
-#include "protocol/answer.h"
-#include "protocol/follow_stream.h"
-#include "protocol/run_wire.h"
-#include "util/utf8_text.h"
 
 using namespace deployd;
 using namespace deployd::ctl;
-namespace json = boost::json;
 
 namespace {
 
-void PrintRun(const WireRun& run) {
-  std::cout << "run:     " << run.id << " (plan " << run.plan << ", from " << run.plan_file
-            << ")\n";
-  std::cout << "state:   " << run.state;
-  if (!run.reason.empty()) std::cout << ": " << run.reason;
-  if (!run.storage_fault.empty()) std::cout << "\nstorage: deployd " << run.storage_fault;
-  std::cout << "\ncreated: " << Clock(run.created_at_ms);
-  if (run.finished_at_ms)
-    std::cout << ", took " << FormatElapsed(run.finished_at_ms - run.created_at_ms);
-  std::cout << "\n\n";
-  std::printf("%-24s %-10s %-8s %-8s %s\n", "STEP", "STATE", "ATTEMPTS", "TIME", "DETAIL");
-  std::fflush(stdout);
-  for (const WireStep& s : run.steps) {
-    std::int64_t start = s.started_at_ms;
-    std::int64_t end = s.finished_at_ms;
-    std::string time = start ? FormatElapsed((end ? end : start) - start) : "-";
-    std::string detail = s.reason;
-    if (s.phase == "on_failure") detail = "(on_failure) " + detail;
-    std::printf("%-24s %-10s %-8lld %-8s %s\n", s.id.c_str(), s.state.c_str(),
-                static_cast<long long>(s.attempts), time.c_str(), detail.c_str());
-  }
-  for (const WireStep& s : run.steps) {
-    if (!s.evidence || !s.evidence->is_object()) continue;
-    std::string line = BenchmarkLine(s.evidence->as_object());
-    if (!line.empty()) std::printf("\nbenchmark of %s: %s\n", s.id.c_str(), line.c_str());
-  }
-  std::fflush(stdout);
-}
-
-// Bad plans are refused here, before the daemon is involved: every problem goes to stderr.
-bool ValidLocally(const std::string& text, const std::string& path,
-                  const std::map<std::string, std::string>& vars) {
-  ParseResult parsed = ParsePlan(text, path, vars);
-  for (const auto& d : parsed.errors) std::cerr << d.Format() << "\n";
-  return parsed.plan.has_value();
-}
-
-int Validate(const std::vector<std::string>& plans, const std::vector<std::string>& var_args) {
-  auto vars = ParseVars(var_args);
-  bool bad = false;
-  for (const auto& path : plans) {
-    ParseResult r = ParsePlan(ReadPlan(path), path, vars);
-    for (const auto& d : r.errors) std::cerr << d.Format() << "\n";
-    if (r.plan) {
-      std::cout << path << ": ok (plan " << r.plan->name << ", " << r.plan->steps.size()
-                << " steps)\n";
-    } else {
-      bad = true;
-    }
-  }
-  return bad ? kExitUsage : kExitOk;
-}
-
-// `apply`: the plan is checked here first, then sent with its variables; prints the run id.
-int ApplyPlan(const std::string& socket_path, const std::string& path,
-              const std::vector<std::string>& var_args, bool wait, bool wait_lock) {
-  auto vars = ParseVars(var_args);
-  std::string text = ReadPlan(path);
-  if (!ValidLocally(text, path, vars)) return kExitUsage;
-  Client client(socket_path);
-  json::object vars_json;
-  for (const auto& [k, v] : vars) vars_json[k] = v;
-  json::object request{
-      {"op", "apply"}, {"plan_text", text}, {"plan_file", ValidUtf8(path)}, {"vars", vars_json}};
-  if (wait_lock) request["wait_lock"] = true;
-  client.Send(request);
-  json::object answer = client.Receive();
-  if (!answer["ok"].as_bool()) {
-    if (const json::value* d = answer.if_contains("diagnostics"))
-      for (const auto& line : d->as_array()) std::cerr << line.as_string().c_str() << "\n";
-    Client::Refused(answer);
-  }
-  std::string id = Str(answer, "run");
-  std::cout << id << std::endl;
-  return wait ? FollowPlain(client, id, false) : kExitOk;
-}
-
-int DryRun(const std::string& socket_path, const std::string& path,
-           const std::vector<std::string>& var_args, bool json_out) {
-  auto vars = ParseVars(var_args);
-  std::string text = ReadPlan(path);
-  if (!ValidLocally(text, path, vars)) return kExitUsage;
-  Client client(socket_path);
-  return PlanDryRun(client, path, text, vars, json_out);
-}
-
-// `watch --json`: the follow stream's lines as they come.
-int WatchJson(Client& client, const std::string& run_id) {
-  client.Send({{"op", "follow"}, {"run", run_id}});
-  for (;;) {
-    json::object line = client.Receive();
-    if (IsRefusal(line)) Client::Refused(line);
-    std::cout << json::serialize(line) << std::endl;
-    if (LineType(line) == "end") return ExitFor(LineRun(line).state);
-  }
-}
-
-int ListRuns(Client& client, bool json_out) {
-  json::object answer = client.Call({{"op", "runs"}});
-  if (json_out) {
-    std::cout << json::serialize(answer["runs"]) << "\n";
-    return kExitOk;
-  }
-  std::printf("%-28s %-20s %-10s %-20s %s\n", "RUN", "PLAN", "STATE", "CREATED", "REASON");
-  for (const auto& rv : answer["runs"].as_array()) {
-    WireRun r = DecodeRun(rv.as_object());
-    std::printf("%-28s %-20s %-10s %-20s %s\n", r.id.c_str(), r.plan.c_str(), r.state.c_str(),
-                Clock(r.created_at_ms).c_str(), r.reason.c_str());
-  }
-  return kExitOk;
-}
-
-int ShowStatus(Client& client, const std::string& run_id, bool json_out) {
-  json::object answer = client.Call({{"op", "status"}, {"run", run_id}});
-  const json::object& run_json = answer["run"].as_object();
-  WireRun run = DecodeRun(run_json);
-  if (json_out) {
-    std::cout << json::serialize(run_json) << "\n";
-  } else {
-    PrintRun(run);
-  }
-  return ExitFor(run.state);
-}
-
-int ShowLogs(Client& client, const std::string& run_id, const std::string& step_id, bool json_out) {
-  json::object request{{"op", "logs"}, {"run", run_id}};
-  if (!step_id.empty()) request["step"] = step_id;
-  json::object answer = client.Call(request);
-  if (json_out) {
-    std::cout << json::serialize(answer["logs"]) << "\n";
-    return kExitOk;
-  }
-  const auto& entries = answer["logs"].as_array();
-  for (const auto& ev : entries) {
-    const json::object& e = ev.as_object();
-    if (step_id.empty()) std::cout << "==> " << Str(e, "step") << " <==\n";
-    std::cout << Str(e, "text");
-  }
-  return kExitOk;
-}
-
-// The command line: the verb chosen and what was given with it.
+// The command line: the global options, and what the verb chosen was given.
 struct Args {
-  std::string socket_path;
+  std::string socket_flag;
+  std::string config_flag;
   std::string host;
   std::vector<std::string> plans;
   std::vector<std::string> var_args;
@@ -184,243 +37,444 @@ struct Args {
   bool wait = false;
   bool wait_lock = false;
   bool follow = false;
+  bool timestamps = false;
   std::string plan_name;
   int limit = 20;
-};
-
-struct Verbs {
-  CLI::App* validate;
-  CLI::App* apply;
-  CLI::App* plan;
-  CLI::App* runs;
-  CLI::App* status;
-  CLI::App* watch;
-  CLI::App* logs;
-  CLI::App* why;
-  CLI::App* cancel;
-  CLI::App* retry;
-  CLI::App* skip;
-  CLI::App* pause;
-  CLI::App* resume;
-  CLI::App* approve;
-  CLI::App* dial_stdio;
-  CLI::App* history;
-  CLI::App* metrics;
-};
-
-// The fleet's verbs (rollout_verbs.h) and what was given with them.
-struct FleetVerbs {
-  CLI::App* rollout;
-  CLI::App* batch;
-  RolloutOptions options;
+  RolloutOptions rollout;
   std::string key;
-  std::string batch_arg;
+  std::string batch;
+  mutable std::optional<SocketChoice> where;
+
+  // The socket of the local deployd, found as socket_discovery.h says (once); with --host,
+  // the socket there (--socket, else that host's own choice).
+  const SocketChoice& Where() const {
+    if (!where)
+      where = RemoteHost() ? SocketChoice{socket_flag} : DiscoverSocket(socket_flag, config_flag);
+    return *where;
+  }
+  std::string Socket() const { return Where().path; }
+  OperatorCommand For(const char* op) const { return {op, run_id, step_id, wait, json_out}; }
 };
 
-void DefineFleetVerbs(CLI::App& app, FleetVerbs& f) {
-  RolloutOptions& o = f.options;
-  f.rollout = app.add_subcommand(
-      "rollout", "apply a plan across the hosts of an Ansible inventory, in batches, over ssh");
-  f.rollout->add_option("plan", o.plan, "plan file")->required();
-  f.rollout->add_option("-i,--inventory", o.inventory, "Ansible inventory (INI or YAML)")
-      ->required();
-  f.rollout->add_option("-l,--limit", o.limit, "only these hosts: an Ansible host pattern");
-  f.rollout->add_option("--serial", o.serial,
-                        "batch size, N or N% of the hosts; repeated: the sizes in turn, the last "
-                        "one repeating (default: all at once)");
-  f.rollout->add_option("--max-fail", o.max_fail,
-                        "failed hosts a batch may have before the rollout stops, K or K% "
-                        "(default 0)");
-  f.rollout->add_option("--var", o.vars, "NAME=VALUE override, for every host");
-  f.rollout->add_option("--unreachable-after", o.unreachable_after,
-                        "how long a host may stay unreachable before it counts as failed "
-                        "(default 10m)");
-  f.rollout->add_flag("--wait", o.wait, "show the hosts live until the rollout ends");
+// Where a verb's deployd is: none (offline), the local one whatever DEPLOYD_HOST says (what
+// ssh and a rollout's steps run), or the one --host names.
+enum class Reach { kOffline, kLocal, kAny };
 
-  f.batch = app.add_subcommand("rollout-batch",
-                               "drive one batch of a rollout (what a rollout's steps run)");
-  f.batch->add_option("--key", f.key, "the rollout's key")->required();
-  f.batch->add_option("--batch", f.batch_arg, "the batch, from 1, or all (the verdict)")
+struct Verb {
+  const char* name;
+  const char* summary;
+  Reach reach;
+  void (*define)(CLI::App& verb, Args& args);
+  std::function<int(Args& args)> run;
+  const char* examples;     // its --help ends with them,
+  const char* exit_status;  // and with what it exits with
+};
+
+// ---- what the verbs take
+
+void RunArg(CLI::App& v, Args& a) {
+  v.add_option("RUN", a.run_id, "the run's id, e.g. demo-3 (`deployctl runs` lists them)")
       ->required();
 }
+void StepArg(CLI::App& v, Args& a, const std::string& what) {
+  v.add_option("STEP", a.step_id, what);
+}
+void RequiredStepArg(CLI::App& v, Args& a, const std::string& what) {
+  v.add_option("STEP", a.step_id, what)->required();
+}
+void PlanArg(CLI::App& v, Args& a) {
+  v.add_option("PLAN", a.plans, "the plan file (YAML, deployd-plan(5))")->required()->expected(1);
+}
+void VarOption(CLI::App& v, std::vector<std::string>& vars, const std::string& what) {
+  v.add_option("--var", vars, what);
+}
+void JsonFlag(CLI::App& v, Args& a, const std::string& what) {
+  v.add_flag("--json", a.json_out, what);
+}
+void WaitFlag(CLI::App& v, Args& a) {
+  v.add_flag("--wait", a.wait, "show progress until the run ends; exit 1 if it fails");
+}
+
+// RUN and --json, all that most commands take.
+void RunAndJson(CLI::App& v, Args& a, const std::string& what) {
+  RunArg(v, a);
+  JsonFlag(v, a, what);
+}
+constexpr const char* kDoneJson = "print {\"op\", \"run\", \"state\"}";
+constexpr const char* kDoneWithStepJson =
+    "print {\"op\", \"run\", \"step\", \"state\"}; with --wait, then the follow stream";
+
+// ---- what the verbs run
+
+// A verb that needs nothing but a connection to deployd and its arguments.
+std::function<int(Args&)> Connected(int (*run)(Client&, Args&)) {
+  return [run](Args& a) {
+    Client client(a.Where());
+    return run(client, a);
+  };
+}
+
+// An operator's command on a run.
+std::function<int(Args&)> Steer(const char* op) {
+  return [op](Args& a) {
+    Client client(a.Where());
+    return RunCommand(client, a.For(op));
+  };
+}
+
+std::unique_ptr<Client> Connect(const Args& a) { return std::make_unique<Client>(a.Where()); }
 
 // watch, why and retry of a rollout take on all of its hosts; nullopt for another run.
-std::optional<int> RolloutVerb(const Verbs& v, const Args& a, Client& client) {
-  if (!(*v.watch || *v.why || *v.retry) || (*v.watch && a.json_out) || !a.step_id.empty())
-    return std::nullopt;
+std::optional<int> AsRollout(const Args& a, Client& client, const std::string& verb) {
+  if ((verb == "watch" && a.json_out) || !a.step_id.empty()) return std::nullopt;
   std::optional<RolloutRun> rollout = FindRollout(client, a.run_id);
   if (!rollout) return std::nullopt;
-  if (*v.watch) return WatchRollout(client, *rollout);
-  if (*v.why) return WhyRollout(*rollout, a.json_out);
+  if (verb == "watch") return WatchRollout(client, *rollout);
+  if (verb == "why") return WhyRollout(*rollout, a.json_out);
   return RetryRollout(client, *rollout, a.wait);
 }
 
-Verbs DefineVerbs(CLI::App& app, Args& a) {
-  Verbs v;
-  v.validate = app.add_subcommand("validate", "check plans without running them (offline)");
-  v.validate->add_option("plan", a.plans, "plan files")->required();
-  v.validate->add_option("--var", a.var_args, "NAME=VALUE override");
-
-  v.apply = app.add_subcommand("apply", "start a run of a plan; prints the run id first");
-  v.apply->add_option("plan", a.plans, "plan file")->required()->expected(1);
-  v.apply->add_option("--var", a.var_args, "NAME=VALUE override");
-  v.apply->add_flag("--wait", a.wait, "show progress until the run ends; exit 1 if it fails");
-  v.apply->add_flag("--wait-lock", a.wait_lock,
-                    "when another run holds the plan's lock, queue this one after it");
-
-  v.plan = app.add_subcommand(
-      "plan", "dry run through deployd: the resolved steps, and which checks pass right now");
-  v.plan->add_option("plan", a.plans, "plan file")->required()->expected(1);
-  v.plan->add_option("--var", a.var_args, "NAME=VALUE override");
-  v.plan->add_flag("--json", a.json_out, "print one JSON object");
-
-  v.runs = app.add_subcommand("runs", "list runs, newest first");
-  v.runs->add_flag("--json", a.json_out, "print a JSON array");
-
-  v.status = app.add_subcommand("status", "show a run and its steps");
-  v.status->add_option("run", a.run_id)->required();
-  v.status->add_flag("--json", a.json_out, "print one JSON object");
-
-  v.watch = app.add_subcommand("watch", "show a run live until it ends");
-  v.watch->add_option("run", a.run_id)->required();
-  v.watch->add_flag("--json", a.json_out, "print the follow stream: one JSON object per line");
-
-  v.logs = app.add_subcommand("logs", "print the output of a run's steps");
-  v.logs->add_option("run", a.run_id)->required();
-  v.logs->add_option("step", a.step_id);
-  v.logs->add_flag("-f,--follow", a.follow,
-                   "print STEP's output as it grows, until the step has ended");
-  v.logs->add_flag("--json", a.json_out, "print JSON");
-
-  v.why = app.add_subcommand("why", "show the evidence of a failed run");
-  v.why->add_option("run", a.run_id)->required();
-  v.why->add_flag("--json", a.json_out, "print one JSON object");
-
-  v.cancel = app.add_subcommand("cancel", "stop a run: its running step and all after it");
-  v.cancel->add_option("run", a.run_id)->required();
-
-  v.retry = app.add_subcommand("retry", "run a failed or cancelled run again from a step");
-  v.retry->add_option("run", a.run_id)->required();
-  v.retry->add_option("step", a.step_id, "default: the step that failed");
-  v.retry->add_flag("--wait", a.wait, "show progress until the run ends");
-
-  v.skip = app.add_subcommand("skip", "mark a step skipped and let its run go on");
-  v.skip->add_option("run", a.run_id)->required();
-  v.skip->add_option("step", a.step_id)->required();
-  v.skip->add_flag("--wait", a.wait, "show progress until the run ends");
-
-  v.pause = app.add_subcommand("pause", "start no new step until resumed");
-  v.pause->add_option("run", a.run_id)->required();
-
-  v.resume = app.add_subcommand("resume", "let a paused run go on");
-  v.resume->add_option("run", a.run_id)->required();
-
-  v.approve = app.add_subcommand("approve", "let an approval step that is waiting go on");
-  v.approve->add_option("run", a.run_id)->required();
-  v.approve->add_option("step", a.step_id)->required();
-
-  v.dial_stdio = app.add_subcommand(
-      "dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)");
-  v.history = app.add_subcommand(
-      "history", "what a plan's runs measured (version, tokens/s, TTFT), newest first");
-  v.history->add_option("plan", a.plan_name, "the plan's name")->required();
-  v.history->add_option("--limit", a.limit, "at most this many runs (default 20; 0: all)")
-      ->check(CLI::NonNegativeNumber);
-  v.history->add_flag("--json", a.json_out, "print one JSON object");
-  v.metrics = DefineMetricsVerb(app, a.json_out);
-  return v;
+int RunWatch(Client& client, Args& a) {
+  if (std::optional<int> code = AsRollout(a, client, "watch")) return *code;
+  return a.json_out ? FollowJson(client, a.run_id) : WatchRun(client, a.run_id);
 }
 
-// The verbs that talk to a running daemon over one connection.
-int RunClientVerb(const Verbs& v, const Args& a) {
-  Client client(a.socket_path);
-  if (std::optional<int> code = RolloutVerb(v, a, client)) return *code;
-  const std::string& run_id = a.run_id;
-  const std::string& step_id = a.step_id;
-  if (*v.watch) return a.json_out ? WatchJson(client, run_id) : WatchRun(client, run_id);
-  if (*v.why) return Why(client, run_id, a.json_out);
-  if (*v.pause) {
-    client.Call({{"op", "pause"}, {"run", run_id}});
-    std::cout << "run " << run_id << " paused: its current step finishes, no new step starts "
-              << "until `deployctl resume " << run_id << "`\n";
-    return kExitOk;
+int RunLogs(Client& client, Args& a) {
+  LogsOptions options{a.json_out, a.timestamps};
+  if (!a.follow) return ShowLogs(client, a.run_id, a.step_id, options);
+  if (a.step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
+  return LogsFollow(client, a.run_id, a.step_id, options);
+}
+
+int RunApply(Args& a) {
+  CheckedPlan plan = CheckPlan(a.plans[0], a.var_args);
+  Client client(a.Where());
+  return ApplyPlan(client, plan, {a.wait, a.wait_lock, a.json_out});
+}
+
+int RunPlan(Args& a) {
+  CheckedPlan plan = CheckPlan(a.plans[0], a.var_args);
+  Client client(a.Where());
+  return PlanDryRun(client, plan.path, plan.text, plan.vars, a.json_out);
+}
+
+int RunRetry(Client& client, Args& a) {
+  if (std::optional<int> code = AsRollout(a, client, "retry")) return *code;
+  return RunCommand(client, a.For("retry"));
+}
+
+int RunWhy(Client& client, Args& a) {
+  if (std::optional<int> code = AsRollout(a, client, "why")) return *code;
+  return Why(client, a.run_id, a.json_out);
+}
+
+int RunRollout(Args& a) {
+  if (a.json_out && a.rollout.wait)
+    Die(kExitUsage,
+        "rollout --json prints the rollout's run; follow it with "
+        "`deployctl watch RUN --json`, without --wait");
+  a.rollout.json_out = a.json_out;
+  return Rollout(a.rollout, a.Socket());
+}
+
+// The verbs, in the order `deployctl --help` lists them.
+const Verb kVerbs[] = {
+    {"validate", "check plans without running them (offline)", Reach::kOffline,
+     [](CLI::App& v, Args& a) {
+       v.add_option("PLAN", a.plans, "plan files (YAML, deployd-plan(5))")->required();
+       VarOption(v, a.var_args, "NAME=VALUE: a value for a variable the plans declare");
+       JsonFlag(v, a, "print one JSON array: {\"file\", \"ok\", \"errors\", \"plan\", \"steps\"}");
+     },
+     [](Args& a) { return Validate(a.plans, a.var_args, a.json_out); },
+     "  deployctl validate plans/*.yaml\n"
+     "  deployctl validate plans/demo.yaml --var dir=/srv/demo",
+     "Exit status: 0 every plan is valid, 2 one is not (each problem as FILE:LINE:COL)."},
+    {"apply", "start a run of a plan; prints the run id first", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       PlanArg(v, a);
+       VarOption(v, a.var_args, "NAME=VALUE: a value for a variable the plan declares");
+       WaitFlag(v, a);
+       v.add_flag("--wait-lock", a.wait_lock,
+                  "when another run holds the plan's lock, queue this one after it");
+       JsonFlag(v, a, "print {\"run\"}; with --wait, then the follow stream as watch --json");
+     },
+     RunApply,
+     "  deployctl apply plans/demo.yaml --var dir=/srv/demo --wait\n"
+     "  run=$(deployctl apply plans/demo.yaml | head -n1); deployctl watch \"$run\"",
+     "Exit status: 0 started (--wait: succeeded), 1 --wait: the run failed or was cancelled,\n"
+     "2 an invalid plan or a refusal (the plan's lock is held), 3 deployd cannot be reached."},
+    {"plan", "dry run through deployd: the resolved steps, and which checks pass right now",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       PlanArg(v, a);
+       VarOption(v, a.var_args, "NAME=VALUE: a value for a variable the plan declares");
+       JsonFlag(v, a, "print one JSON object");
+     },
+     RunPlan, "  deployctl plan plans/kimi-k2.5-nvfp4.yaml --var model_dir=/srv/kimi",
+     "Exit status: 0 preflight passes now, 1 a preflight check fails now, 2 an invalid plan,\n"
+     "3 deployd cannot be reached."},
+    {"runs", "list runs, newest first", Reach::kAny,
+     [](CLI::App& v, Args& a) { JsonFlag(v, a, "print a JSON array of runs as status --json"); },
+     Connected([](Client& c, Args& a) { return ListRuns(c, a.json_out); }),
+     "  deployctl runs\n"
+     "  deployctl runs --json | jq -r '.[] | select(.state == \"failed\") | .id'",
+     "Exit status: 0, or 3 when deployd cannot be reached."},
+    {"status", "show a run and its steps", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, "print one JSON object"); },
+     Connected([](Client& c, Args& a) { return ShowStatus(c, a.run_id, a.json_out); }),
+     "  deployctl status demo-3\n"
+     "  deployctl status demo-3 --json | jq '.steps[] | {id, state}'",
+     "Exit status: 0 the run succeeded or is still going, 1 it failed or was cancelled,\n"
+     "2 no such run, 3 deployd cannot be reached."},
+    {"watch", "show a run live until it ends", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunAndJson(v, a, "print the follow stream: one JSON object per line");
+     },
+     Connected(RunWatch),
+     "  deployctl watch demo-3\n"
+     "  deployctl watch demo-3 > watch.log     (plain lines, one per transition)",
+     "Exit status: 0 the run succeeded, 1 it failed or was cancelled, 2 no such run,\n"
+     "3 deployd cannot be reached."},
+    {"logs", "print the output of a run's steps", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunArg(v, a);
+       StepArg(v, a, "only this step's output (needed with -f)");
+       v.add_flag("-f,--follow", a.follow,
+                  "print STEP's output as it grows, until the step has ended");
+       v.add_flag("-t,--timestamps", a.timestamps,
+                  "begin each line with the time it was written (RFC 3339, local time, ms)");
+       JsonFlag(v, a, "print JSON (with -f: the stream, one object per line)");
+     },
+     Connected(RunLogs),
+     "  deployctl logs demo-3\n"
+     "  deployctl logs demo-3 launch -f\n"
+     "  deployctl logs demo-3 download --timestamps",
+     "Exit status: 0, 2 no such run or step, 3 deployd cannot be reached."},
+    {"why", "show the evidence of a failed run", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, "print one JSON object"); }, Connected(RunWhy),
+     "  deployctl why demo-3",
+     "Exit status: 0 the run did not fail, 1 it failed or was cancelled, 2 no such run,\n"
+     "3 deployd cannot be reached."},
+    {"cancel", "stop a run: its running step and all after it", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, kDoneJson); }, Steer("cancel"),
+     "  deployctl cancel demo-3",
+     "Exit status: 0 cancelled, 2 refused (the run has finished), 3 deployd cannot be reached."},
+    {"retry", "run a failed or cancelled run again from a step", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunArg(v, a);
+       StepArg(v, a, "the step to start from (default: the step that failed)");
+       v.add_flag("--wait", a.wait, "show progress until the run ends");
+       JsonFlag(v, a, kDoneWithStepJson);
+     },
+     Connected(RunRetry),
+     "  deployctl retry demo-3 --wait\n"
+     "  deployctl retry demo-3 download",
+     "Exit status: 0 resumed (--wait: succeeded), 1 --wait: the run failed, 2 refused,\n"
+     "3 deployd cannot be reached."},
+    {"skip", "mark a step skipped and let its run go on", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunArg(v, a);
+       RequiredStepArg(v, a, "the step to mark skipped");
+       v.add_flag("--wait", a.wait, "show progress until the run ends");
+       JsonFlag(v, a, kDoneWithStepJson);
+     },
+     Steer("skip"), "  deployctl skip demo-3 smoke-test --wait",
+     "Exit status: 0 done (--wait: the run succeeded), 1 --wait: it failed, 2 refused,\n"
+     "3 deployd cannot be reached."},
+    {"pause", "start no new step until resumed", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, kDoneJson); }, Steer("pause"),
+     "  deployctl pause demo-3; deployctl resume demo-3",
+     "Exit status: 0 paused, 2 refused (not running), 3 deployd cannot be reached."},
+    {"resume", "let a paused run go on", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, kDoneJson); }, Steer("resume"),
+     "  deployctl resume demo-3",
+     "Exit status: 0 resumed, 2 refused (not paused), 3 deployd cannot be reached."},
+    {"approve", "let an approval step that is waiting go on", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunArg(v, a);
+       RequiredStepArg(v, a, "the approval step that is waiting");
+       JsonFlag(v, a, "print {\"op\", \"run\", \"step\", \"state\"}");
+     },
+     Steer("approve"), "  deployctl approve kimi-1 confirm-traffic-drained",
+     "Exit status: 0 approved, 2 refused (the step is not waiting), 3 deployd cannot be "
+     "reached."},
+    {"dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)",
+     Reach::kLocal, [](CLI::App&, Args&) {}, [](Args& a) { return DialStdio(a.Socket()); },
+     "  ssh root@gpu7 deployctl dial-stdio     (what deployctl --host ssh://root@gpu7 runs)",
+     "Exit status: 0 deployd closed the connection, 3 it cannot be reached."},
+    {"rollout", "apply a plan across the hosts of an Ansible inventory, in batches, over ssh",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RolloutOptions& o = a.rollout;
+       v.add_option("PLAN", o.plan, "the plan file")->required();
+       v.add_option("-i,--inventory", o.inventory, "Ansible inventory (INI or YAML)")->required();
+       v.add_option("-l,--limit", o.limit, "only these hosts: an Ansible host pattern");
+       v.add_option("--serial", o.serial,
+                    "batch size, N or N% of the hosts; repeated: the sizes in turn, the last "
+                    "one repeating (default: all at once)");
+       v.add_option("--max-fail", o.max_fail,
+                    "failed hosts a batch may have before the rollout stops, K or K% "
+                    "(default 0)");
+       VarOption(v, o.vars, "NAME=VALUE override, for every host");
+       v.add_option("--unreachable-after", o.unreachable_after,
+                    "how long a host may stay unreachable before it counts as failed "
+                    "(default 10m)");
+       v.add_flag("--wait", o.wait, "show the hosts live until the rollout ends");
+       JsonFlag(v, a, "print {\"run\", \"plan_file\", \"inventory\", \"max_fail\", \"batches\"}");
+     },
+     RunRollout, "  deployctl rollout plans/kimi.yaml -i hosts.ini --serial 1 --serial 25% --wait",
+     "Exit status: 0 started (--wait: every host succeeded), 1 --wait: the rollout failed,\n"
+     "2 bad usage or an invalid inventory or plan, 3 deployd cannot be reached."},
+    {"rollout-batch", "drive one batch of a rollout (what a rollout's steps run)", Reach::kLocal,
+     [](CLI::App& v, Args& a) {
+       v.add_option("--key", a.key, "the rollout's key")->required();
+       v.add_option("--batch", a.batch, "the batch, from 1, or all (the verdict)")->required();
+     },
+     [](Args& a) { return RolloutBatch(a.Socket(), a.key, a.batch); },
+     "  (run by a rollout's steps, not by hand)",
+     "Exit status: 0 the batch succeeded, 1 more hosts failed than --max-fail allows."},
+    {"history", "what a plan's runs measured (version, tokens/s, TTFT), newest first", Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       v.add_option("PLAN_NAME", a.plan_name, "the plan's name (its name:, not its file)")
+           ->required();
+       v.add_option("--limit", a.limit, "at most this many runs (default 20; 0: all)")
+           ->check(CLI::NonNegativeNumber);
+       JsonFlag(v, a, "print one JSON object");
+     },
+     Connected([](Client& c, Args& a) { return History(c, a.plan_name, a.limit, a.json_out); }),
+     "  deployctl history kimi-k2.5-nvfp4 --limit 5",
+     "Exit status: 0, 3 deployd cannot be reached."},
+    {"metrics",
+     "what deployd exports to Prometheus, in its text format (runs, failures, step durations, "
+     "benchmarks, deployd itself)",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) { JsonFlag(v, a, "print the metric families as one JSON array"); },
+     Connected([](Client& c, Args& a) { return Metrics(c, a.json_out); }),
+     "  deployctl metrics\n"
+     "  deployctl metrics | grep '^deployd_runs_active'",
+     "Exit status: 0, or 3 when deployd cannot be reached."},
+    {"version", "deployctl's version and protocol, and those of the deployd it reaches",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       JsonFlag(v, a,
+                "print {\"client\", \"daemon\"} (daemon null, and \"daemon_error\", when "
+                "it cannot be reached)");
+     },
+     [](Args& a) { return Version([&a] { return Connect(a); }, a.json_out); },
+     "  deployctl version\n"
+     "  deployctl --host ssh://root@gpu7 version",
+     "Exit status: 0, or 3 when deployd cannot be reached (the client's version is printed\n"
+     "all the same)."},
+};
+
+constexpr const char* kTopFooter =
+    "Global options may come anywhere on the line, before or after the command.\n"
+    "`deployctl COMMAND --help` shows a command's arguments and examples.\n"
+    "\n"
+    "Examples:\n"
+    "  deployctl validate plans/demo.yaml\n"
+    "  deployctl apply plans/demo.yaml --var dir=/srv/demo --wait\n"
+    "  deployctl runs\n"
+    "  deployctl why demo-3; deployctl retry demo-3 --wait\n"
+    "  deployctl --host ssh://root@gpu7 status kimi-1\n"
+    "\n"
+    "Exit status:\n"
+    "  0  success (apply --wait, retry --wait, skip --wait, watch, status: the run succeeded\n"
+    "     or, for status, is still going)\n"
+    "  1  the run failed or was cancelled; for plan, a preflight check fails now\n"
+    "  2  bad usage, an invalid plan, or a request deployd refused (an unknown run, ...)\n"
+    "  3  deployd cannot be reached (not running, the wrong socket, this user not allowed)\n";
+
+// The help a usage error points to: the verb's, when one was chosen.
+std::string HelpHint(CLI::App& app) {
+  std::vector<CLI::App*> chosen = app.get_subcommands();
+  std::string verb = chosen.empty() ? "" : chosen.front()->get_name() + " ";
+  return " (`deployctl " + verb + "--help` shows how it is used)";
+}
+
+// The command of the line before CLI11 reads it, so that a word that names no command is
+// refused as one ("unknown command"), not as a missing command; "" when there is none.
+std::string CommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") return i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--socket" || arg == "--host" || arg == "--config") {
+      ++i;  // its value
+    } else if (!arg.starts_with("-")) {
+      return std::string(arg);
+    }
   }
-  if (*v.resume) {
-    client.Call({{"op", "resume"}, {"run", run_id}});
-    std::cout << "run " << run_id << " resumed\n";
-    return kExitOk;
+  return "";
+}
+
+bool AsksForHelpOrVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help" || arg == "--version") return true;
   }
-  if (*v.approve) {
-    client.Call({{"op", "approve"}, {"run", run_id}, {"step", step_id}});
-    std::cout << "step " << step_id << " of run " << run_id << " approved\n";
-    return kExitOk;
-  }
-  if (*v.runs) return ListRuns(client, a.json_out);
-  if (*v.history) return History(client, a.plan_name, a.limit, a.json_out);
-  if (*v.metrics) return Metrics(client, a.json_out);
-  if (*v.status) return ShowStatus(client, run_id, a.json_out);
-  if (*v.logs && a.follow) {
-    if (step_id.empty()) Die(kExitUsage, "logs -f needs a STEP: the step whose output to follow");
-    if (a.json_out) Die(kExitUsage, "logs -f prints the output as it is; --json is without -f");
-    return LogsFollow(client, run_id, step_id);
-  }
-  if (*v.logs) return ShowLogs(client, run_id, step_id, a.json_out);
-  if (*v.cancel) {
-    client.Call({{"op", "cancel"}, {"run", run_id}});
-    std::cout << "run " << run_id << " cancelled\n";
-    return kExitOk;
-  }
-  if (*v.retry || *v.skip) {
-    json::object request{{"op", *v.retry ? "retry" : "skip"}, {"run", run_id}};
-    if (!step_id.empty()) request["step"] = step_id;
-    client.Call(request);
-    std::cout << "run " << run_id << " resumed\n";
-    return a.wait ? FollowPlain(client, run_id, false) : kExitOk;
-  }
-  return kExitUsage;
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"deployctl: control deployd, the deployment daemon"};
-  app.require_subcommand(1);
+  CLI::App app{"deployctl: control deployd, the deployment daemon", "deployctl"};
+  app.fallthrough();  // the verbs inherit it: a global option after the verb is the app's
   Args args;
-  app.add_option("--socket", args.socket_path,
-                 "deployd's socket (default: $DEPLOYD_SOCKET, else " + DefaultSocketPath() + ")");
+  app.add_option("--socket", args.socket_flag,
+                 std::string("deployd's socket (default: $DEPLOYD_SOCKET, else the socket: of "
+                             "--config, else ") +
+                     kSystemSocketPath + " where this user may use it, else " + UserSocketPath() +
+                     ")");
+  app.add_option("--config", args.config_flag,
+                 std::string("deployd's configuration file, read for its socket: (default: ") +
+                     kSystemConfigPath + " where this user may read it)");
   app.add_option("--host", args.host,
                  "reach deployd on another host through ssh: ssh://[USER@]HOST[:PORT] "
                  "(default: $DEPLOYD_HOST; --socket then names the socket there)");
   app.set_version_flag("--version", std::string("deployctl ") + DEPLOYD_VERSION);
-  Verbs verbs = DefineVerbs(app, args);
-  FleetVerbs fleet;
-  DefineFleetVerbs(app, fleet);
+  std::vector<std::string> names;
+  std::map<const CLI::App*, const Verb*> verb_of;
+  for (const Verb& verb : kVerbs) {
+    CLI::App* v = app.add_subcommand(verb.name, verb.summary);
+    verb.define(*v, args);
+    v->footer(std::string("Examples:\n") + verb.examples + "\n\n" + verb.exit_status +
+              "\n\nGlobal options (--socket, --host, --config) may come anywhere: see `deployctl "
+              "--help`.");
+    verb_of[v] = &verb;
+    names.emplace_back(verb.name);
+  }
+  app.footer(kTopFooter);
+
+  std::string word = CommandWord(argc, argv);
+  if (word.empty() && !AsksForHelpOrVersion(argc, argv)) {
+    std::cerr << app.help();
+    return kExitUsage;
+  }
+  if (!word.empty() && std::find(names.begin(), names.end(), word) == names.end()) {
+    std::string suggestion = DidYouMean(word, names);
+    std::cerr << "deployctl: error: unknown command '" << word << "' ("
+              << (suggestion.empty() ? "`deployctl --help` lists the commands"
+                                     : "did you mean " + suggestion + "?")
+              << ")\n";
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "deployctl: error: " << e.what() << HelpHint(app) << "\n";
+    return kExitUsage;
   }
 
-  const std::string socket_flag = args.socket_path;
-  if (args.socket_path.empty()) {
-    const char* env = std::getenv("DEPLOYD_SOCKET");
-    args.socket_path = env && *env ? env : DefaultSocketPath();
-  }
-
+  std::vector<CLI::App*> chosen = app.get_subcommands();
+  const Verb& verb = *verb_of.at(chosen.front());
   try {
-    if (*verbs.validate) return Validate(args.plans, args.var_args);
-    if (*verbs.dial_stdio) return DialStdio(args.socket_path);
     // A rollout's step talks to its own coordinator, whatever DEPLOYD_HOST it inherited.
-    if (*fleet.batch) return RolloutBatch(args.socket_path, fleet.key, fleet.batch_arg);
-    ChooseRemoteHost(args.host, socket_flag);
-    if (*fleet.rollout) return Rollout(fleet.options, args.socket_path);
-    if (*verbs.apply)
-      return ApplyPlan(args.socket_path, args.plans[0], args.var_args, args.wait, args.wait_lock);
-    if (*verbs.plan) return DryRun(args.socket_path, args.plans[0], args.var_args, args.json_out);
-    return RunClientVerb(verbs, args);
+    if (verb.reach == Reach::kAny) ChooseRemoteHost(args.host, args.socket_flag);
+    return verb.run(args);
   } catch (const Exit& e) {
-    std::cerr << "deployctl: error: " << e.message << "\n";
+    if (!e.message.empty()) std::cerr << "deployctl: error: " << e.message << "\n";
     return e.code;
   }
 }

@@ -108,7 +108,7 @@ std::vector<RolloutHost> CheckHosts(const RolloutOptions& o, const std::string& 
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     std::cerr << "  (with the variables of " << list << ")\n";
   }
-  if (!problems.empty() || !order.empty()) throw Exit{kExitUsage, "nothing was started"};
+  if (!problems.empty() || !order.empty()) Die(kExitUsage, "nothing was started");
   return hosts;
 }
 
@@ -166,6 +166,18 @@ int Rollout(const RolloutOptions& o, const std::string& coordinator_socket) {
                    {"vars", json::object{{"rollout", json::serialize(EncodeSpec(spec))}}},
                    {"key", spec.Key()}});
   std::string id = Str(answer, "run");
+  if (o.json_out) {
+    json::array batches;
+    for (const std::vector<std::string>& batch : spec.batches)
+      batches.push_back(json::value_from(batch));
+    std::cout << json::serialize(json::object{{"run", id},
+                                              {"plan_file", spec.plan_file},
+                                              {"inventory", spec.inventory},
+                                              {"max_fail", spec.max_fail.Text()},
+                                              {"batches", batches}})
+              << std::endl;
+    return kExitOk;
+  }
   std::cout << id << "\n";
   std::cout << "rollout of " << spec.plan_file << " over " << spec.hosts.size() << " hosts of "
             << spec.inventory << ", --max-fail " << spec.max_fail.Text() << ":";

@@ -23,6 +23,7 @@ struct RolloutOptions {
   std::vector<std::string> vars;
   std::string unreachable_after = "10m";
   bool wait = false;
+  bool json_out = false;  // print the rollout's run as one object (not with wait)
 };
 
 // Checks the plan with each host's variables, then starts the rollout on the coordinator (the

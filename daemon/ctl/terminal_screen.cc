@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 namespace deployd::ctl {
 
@@ -14,6 +16,16 @@ winsize TerminalSize() {
   }
   return ws;
 }
+
+OutputStyle StdoutStyle() {
+  if (!::isatty(STDOUT_FILENO)) return {};
+  const char* term = std::getenv("TERM");
+  if (term && std::string_view(term) == "dumb") return {};
+  const char* no_color = std::getenv("NO_COLOR");
+  return {.color = !(no_color && *no_color), .cursor = true};
+}
+
+int ScreenWidth() { return ::isatty(STDOUT_FILENO) ? TerminalSize().ws_col : 0; }
 
 void Screen::Draw(const std::vector<std::string>& lines) {
   std::string out;

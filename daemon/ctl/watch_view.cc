@@ -18,6 +18,11 @@ constexpr int kBarWidth = 22;
 // 1.2 / 3 is 0.39999…: rounding noise must not show as 39%.
 constexpr double kEpsilon = 1e-9;
 constexpr size_t kMaxStepColumn = 24;
+constexpr const char* kPlain = "\x1b[0m";
+constexpr size_t kMinIdColumn = 8;
+// What a line of the table needs besides the step's id: state, time, and a little of the
+// detail (it is cut at the screen's edge).
+constexpr size_t kRowRest = 2 + 10 + 1 + 7 + 12;
 
 bool IsTerminalStep(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "skipped" || state == "cancelled";
@@ -27,20 +32,36 @@ bool IsTerminalRun(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
 }
 
-// Cuts `line` to `width` code points (UTF-8), so that a terminal never wraps it.
+// The end of the escape sequence (a colour: ESC [ … m) that starts at `i`.
+size_t EscapeEnd(const std::string& line, size_t i) {
+  size_t end = i + 1;
+  if (end < line.size() && line[end] == '[') ++end;
+  while (end < line.size() && !(line[end] >= 0x40 && line[end] <= 0x7e)) ++end;
+  return std::min(end + 1, line.size());
+}
+
+// Cuts `line` to `width` code points (UTF-8), so that a terminal never wraps it. Colours take
+// no room, and one cut short is ended.
 std::string Cut(const std::string& line, int width) {
   if (width <= 0) return line;
   int points = 0;
+  bool painted = false;
   for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\x1b') {
+      painted = true;
+      i = EscapeEnd(line, i) - 1;
+      continue;
+    }
     if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;  // continuation byte
-    if (points == width) return line.substr(0, i);
+    if (points == width) return line.substr(0, i) + (painted ? kPlain : "");
     ++points;
   }
   return line;
 }
 
 std::string Pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+  size_t used = TextWidth(s);
+  return used >= width ? s : s + std::string(width - used, ' ');
 }
 
 std::string FormatEta(double seconds) {
@@ -94,6 +115,43 @@ void ApplyEvent(RunView& view, const WireEvent& event) {
 }
 
 }  // namespace
+
+size_t TextWidth(const std::string& text) {
+  size_t points = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b') {
+      i = EscapeEnd(text, i) - 1;
+      continue;
+    }
+    points += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+  }
+  return points;
+}
+
+std::string Paint(const std::string& text, const std::string& state) {
+  const char* color = state == "succeeded"                         ? "\x1b[32m"
+                      : state == "failed"                          ? "\x1b[1;31m"
+                      : state == "running" || state == "verifying" ? "\x1b[36m"
+                      : state == "waiting" || state == "paused"    ? "\x1b[33m"
+                      : state == "cancelled" || state == "skipped" ? "\x1b[2m"
+                                                                   : nullptr;
+  if (!color || text.empty()) return text;
+  // Blanks that pad a column stay outside: a trimmed line ends with the colour's end.
+  size_t end = text.find_last_not_of(' ') + 1;
+  return color + text.substr(0, end) + kPlain + text.substr(end);
+}
+
+size_t IdColumnWidth(size_t longest, size_t most, int width, size_t rest) {
+  if (width <= 0) return longest;
+  size_t room = static_cast<size_t>(width) > rest + kMinIdColumn ? width - rest : kMinIdColumn;
+  return std::min({longest, most, room});
+}
+
+std::string FitCell(const std::string& text, size_t width) {
+  if (TextWidth(text) <= width) return Pad(text, width);
+  if (width == 0) return "";
+  return Cut(text, static_cast<int>(width - 1)) + "…";
+}
 
 std::string FormatElapsed(std::int64_t ms) {
   char buf[32];
@@ -212,23 +270,29 @@ void ApplyFollowLine(RunView& view, const json::object& line) {
 bool IsLive(const RunView& view) { return !view.ended && !IsTerminalRun(view.state); }
 
 std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms, int width,
-                                       int height) {
+                                       int height, bool color) {
   std::vector<std::string> lines;
+  auto state_text = [&](const std::string& text, const std::string& state) {
+    return color ? Paint(text, state) : text;
+  };
   std::int64_t end = view.finished_at_ms ? view.finished_at_ms : now_ms;
-  std::string heading = "run " + view.id + " (plan " + view.plan + "): " + view.state +
+  std::string heading = "run " + view.id + " (plan " + view.plan +
+                        "): " + state_text(view.state, view.state) +
                         (IsTerminalRun(view.state) ? " after " : ", ") +
                         FormatElapsed(std::max<std::int64_t>(0, end - view.created_at_ms));
   if (!view.reason.empty()) heading += " — " + view.reason;
   if (!view.notice.empty()) heading += " [" + view.notice + ": deployctl fell behind]";
   lines.push_back(heading);
 
-  size_t id_width = 4;
-  for (const StepView& s : view.steps) id_width = std::max(id_width, s.id.size());
-  id_width = std::min(id_width, kMaxStepColumn);
+  size_t longest = 4;
+  for (const StepView& s : view.steps) longest = std::max(longest, TextWidth(s.id));
+  // A long id is cut, so that state, time and progress stay on a narrow screen.
+  size_t id_width = IdColumnWidth(longest, kMaxStepColumn, width, kRowRest);
   auto row = [&](const std::string& id, const std::string& state, const std::string& time,
                  const std::string& detail) {
     std::string time_col = time.size() >= 7 ? time : std::string(7 - time.size(), ' ') + time;
-    std::string text = Pad(id, id_width) + "  " + Pad(state, 10) + " " + time_col;
+    std::string text =
+        FitCell(id, id_width) + "  " + state_text(Pad(state, 10), state) + " " + time_col;
     if (!detail.empty()) text += "  " + detail;
     // Trailing blanks would only make the terminal's lines longer.
     text.erase(text.find_last_not_of(' ') + 1);
@@ -284,17 +348,21 @@ std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms,
   }
   if (hidden_at_end)
     lines.push_back(plural(hidden_at_end, " more step not shown", " more steps not shown"));
-  for (std::string& line : lines) line = Cut(line, width);
+  for (std::string& line : lines) {
+    line = Cut(line, width);
+    line.erase(line.find_last_not_of(' ') + 1);
+  }
   return lines;
 }
 
-std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms) {
+std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms, bool color) {
   std::string state = event.state;
   if (event.kind == "run.preflight") state = "preflight";
   if (event.kind == "run.created") state = "created";
   char buf[64];
   std::snprintf(buf, sizeof buf, "[%8s] ", FormatElapsed(event.at_ms - origin_ms).c_str());
-  return buf + Pad(event.step.empty() ? "run" : event.step, 24) + " " + Pad(state, 10) + " " +
+  std::string state_column = color ? Paint(Pad(state, 10), state) : Pad(state, 10);
+  return buf + Pad(event.step.empty() ? "run" : event.step, 24) + " " + state_column + " " +
          event.detail;
 }
 

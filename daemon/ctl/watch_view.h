@@ -53,16 +53,33 @@ bool IsLive(const RunView& view);
 
 // The live table, at wall-clock time `now_ms`: a heading, a column header and one line per
 // step, each cut to `width` characters (code points). With more steps than `height` - 2
-// lines allow, the earliest finished steps are folded into one line.
+// lines allow, the earliest finished steps are folded into one line. `color`: states in their
+// colours (Paint).
 std::vector<std::string> RenderRunView(const RunView& view, std::int64_t now_ms, int width,
-                                       int height);
+                                       int height, bool color = false);
 
 // One line of a plain (non-terminal) follow:
 // "[    0.1s] fetch                    running    attempt 1".
-std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms);
+std::string FormatEventLine(const WireEvent& event, std::int64_t origin_ms, bool color = false);
+
+// `text` in the colour of the state named `state` (ANSI SGR: succeeded green, failed bold red,
+// running and verifying cyan, waiting and paused yellow, cancelled and skipped dim; others as
+// they are); blanks at its end stay outside the colour.
+std::string Paint(const std::string& text, const std::string& state);
 // "[   12.0s] download                 progress   42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s"
 std::string FormatProgressLine(const std::string& step, const WireProgress& progress,
                                std::int64_t at_ms, std::int64_t origin_ms);
+
+// Id columns (a step's, a run's, a plan's) on a screen `width` wide (0: not a screen, no
+// limit) where the rest of a line takes `rest` columns: as wide as the longest id, but on a
+// screen at most `most` and no wider than leaves the rest its room (never under 8). Shared by
+// watch, status and runs.
+size_t IdColumnWidth(size_t longest, size_t most, int width, size_t rest);
+// `text` in `width` columns: as it is when it fits, else cut with "…" as its last character;
+// padded with blanks to `width`.
+std::string FitCell(const std::string& text, size_t width);
+// The number of characters (code points) of UTF-8 text; colours take none.
+size_t TextWidth(const std::string& text);
 
 // The pieces, exposed for tests.
 // "42% 1.2GiB / 2.9GiB, 45.0MiB/s, ETA 38s" (what is known, in that order); with

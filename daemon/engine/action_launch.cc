@@ -6,6 +6,7 @@
 // restart of deployd: attempt_recovery.cc.)
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <cstdlib>
@@ -81,6 +82,9 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   supervision.log_file = LogPath(run_id, def.id);
   supervision.grace = def.grace;
   supervision.log_cap_bytes = options_.log_cap_bytes;
+  // An attempt fired again after a crash counts past the plan's attempts: "3 of 3" at least.
+  supervision.attempt = std::max(1, static_cast<int>(run.record.steps[index].attempts));
+  supervision.attempts = std::max(def.max_attempts(), supervision.attempt);
   for (const auto& [name, value] : secrets.value()) {
     options.env[name] = value;
     supervision.redact.push_back(name);  // the supervisor redacts the action's output

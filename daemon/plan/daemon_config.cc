@@ -1,9 +1,13 @@
 #include "plan/daemon_config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -29,10 +33,41 @@ std::string LineOf(const std::string& text, int line) {
 
 }  // namespace
 
-std::string DefaultSocketPath() {
-  if (::geteuid() == 0) return "/run/deployd/deployd.sock";
+std::string DefaultSocketPath() { return ::geteuid() == 0 ? kSystemSocketPath : UserSocketPath(); }
+
+std::string UserSocketPath() {
   if (std::string run = Env("XDG_RUNTIME_DIR"); !run.empty()) return run + "/deployd/deployd.sock";
   return "/tmp/deployd-" + std::to_string(::geteuid()) + "/deployd.sock";
+}
+
+Status CheckUserSocketDir(const std::string& socket_path, bool create) {
+  const uid_t uid = ::geteuid();
+  const std::string dir = "/tmp/deployd-" + std::to_string(uid);
+  if (socket_path.rfind('/') != dir.size() || !socket_path.starts_with(dir)) return Status::Ok();
+  if (create && ::mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST)
+    return Status::Error("cannot create " + dir + ": " + std::strerror(errno));
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) < 0) {
+    if (errno == ENOENT) return Status::Ok();  // nothing there: nobody listens, nobody took it
+    return Status::Error("cannot check " + dir + ": " + std::strerror(errno));
+  }
+  const std::string elsewhere = "set XDG_RUNTIME_DIR (or --socket) to a directory of your own";
+  const std::string refusing = "refusing " + socket_path + ": " + dir;
+  if (!S_ISDIR(st.st_mode))
+    return Status::Error(refusing + " is not a directory (a symbolic link?); remove it, or " +
+                         elsewhere);
+  if (st.st_uid != uid)
+    return Status::Error(refusing + " belongs to uid " + std::to_string(st.st_uid) +
+                         ", not to this user (uid " + std::to_string(uid) +
+                         "), and its owner could put their own socket there; remove it, or " +
+                         elsewhere);
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::Error(refusing + " has mode " + mode + ", not 0700; chmod 700 " + dir + ", or " +
+                         elsewhere);
+  }
+  return Status::Ok();
 }
 
 std::string DefaultStateDir() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "deployd/plan.h"
+#include "deployd/status.h"
 #include "plan/diagnostic.h"
 #include "util/listen_address.h"
 
@@ -29,9 +30,22 @@ struct DaemonConfig {
   bool metrics_allow_remote = false;
 };
 
-// Root: /run/deployd/deployd.sock; others: $XDG_RUNTIME_DIR/deployd/deployd.sock, else
-// /tmp/deployd-UID/deployd.sock. deployctl uses the same rule.
+// The system daemon's socket (root's default), and its configuration file.
+inline constexpr const char* kSystemSocketPath = "/run/deployd/deployd.sock";
+inline constexpr const char* kSystemConfigPath = "/etc/deployd/deployd.yaml";
+
+// Root: kSystemSocketPath; others: UserSocketPath().
 std::string DefaultSocketPath();
+// A user's own daemon's socket: $XDG_RUNTIME_DIR/deployd/deployd.sock, else
+// /tmp/deployd-UID/deployd.sock (UID: the effective uid).
+std::string UserSocketPath();
+// In /tmp, which every user may write to, another user could make /tmp/deployd-UID first and
+// so own the socket's directory: a socket there is used only while that directory is this
+// user's own, a real directory of mode 0700. For `socket_path` in /tmp/deployd-UID: the
+// directory is made so when `create` and it is not there; else it is checked, and an error
+// says what is wrong and what to set instead. Ok for every other path. Blocking (a few
+// system calls).
+Status CheckUserSocketDir(const std::string& socket_path, bool create);
 // Root: /var/lib/deployd; others: $XDG_STATE_HOME/deployd, else ~/.local/state/deployd.
 std::string DefaultStateDir();
 

@@ -12,8 +12,10 @@
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <memory>
 
 #include "process/spawn.h"
+#include "util/log_marks.h"
 #include "util/secrets.h"
 
 namespace deployd {
@@ -62,6 +64,7 @@ struct ChildProcess::Impl {
   std::optional<ExitStatus> exit_status;  // reaped; reported to on_exit once the output is in
   std::function<std::optional<std::string>(std::string_view)> rewrite_line;
   std::string log_path;
+  std::unique_ptr<LogMarkWriter> log_marks;  // when its lines were written (util/log_marks.h)
   int log_fd = -1;
   std::uint64_t log_bytes = 0;
   std::uint64_t log_cap = 0;
@@ -79,8 +82,10 @@ struct ChildProcess::Impl {
       // Keep the newest output: the tail is what explains a failure.
       ::close(log_fd);
       ::rename(log_path.c_str(), (log_path + ".1").c_str());
+      log_marks->Rotated();
       OpenLog();
     }
+    log_marks->BeforeLine(log_fd);
     std::string out(line);
     out += '\n';
     if (::write(log_fd, out.data(), out.size()) > 0) log_bytes += out.size();
@@ -204,7 +209,10 @@ Result<std::shared_ptr<ChildProcess>> ChildProcess::Start(asio::any_io_executor 
     ::close(fds[1]);
     return Status::Error(std::string("cannot create a pipe: ") + ::strerror(error));
   }
-  if (!options.log_path.empty()) impl.OpenLog();
+  if (!options.log_path.empty()) {
+    impl.log_marks = std::make_unique<LogMarkWriter>(options.log_path);
+    impl.OpenLog();
+  }
 
   request.stdout_fd = fds[1];
   request.stderr_fd = err_fds[1] >= 0 ? err_fds[1] : fds[1];

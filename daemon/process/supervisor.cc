@@ -20,6 +20,7 @@
 #include "process/spawn.h"
 #include "process/supervisor_record.h"
 #include "util/clock.h"
+#include "util/log_marks.h"
 #include "util/secrets.h"
 
 extern char** environ;
@@ -36,7 +37,7 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 int Usage() {
   std::fprintf(stderr,
                "usage: deployd --supervise [--grace MS] [--log-cap BYTES] [--redact NAME]... "
-               "STATUS_FILE LOG_FILE -- PROGRAM [ARG...]\n"
+               "[--attempt N/M] STATUS_FILE LOG_FILE -- PROGRAM [ARG...]\n"
                "(started by deployd for each attempt of a step; not meant to be run by hand)\n");
   return 2;
 }
@@ -49,6 +50,7 @@ class OutputRelay {
  public:
   OutputRelay(std::string path, std::uint64_t cap, Redactor redactor, size_t longest_secret)
       : path_(std::move(path)),
+        marks_(path_),
         cap_(cap),
         redactor_(std::move(redactor)),
         keep_back_(longest_secret ? longest_secret - 1 : 0) {}
@@ -87,6 +89,11 @@ class OutputRelay {
   // A line of the supervisor's own, for the operator reading the step's log.
   void Say(const std::string& message) { Write("deployd supervisor: " + message); }
 
+  // The attempt's output begins here (a mark beside the log: util/log_marks.h).
+  void AttemptStarts(int attempt, int of, std::int64_t at_ms) {
+    marks_.AttemptStarts(fd_, attempt, of, at_ms);
+  }
+
   // What the log could not take, for the record.
   void Report(SupervisorRecord& record) const {
     record.log_lost_lines = lost_lines_;
@@ -105,8 +112,10 @@ class OutputRelay {
     if (cap_ && bytes_ + line.size() > cap_) {
       ::close(fd_);
       ::rename(path_.c_str(), (path_ + ".1").c_str());
+      marks_.Rotated();
       if (!Open()) return Lost(line.size(), errno);
     }
+    marks_.BeforeLine(fd_);
     if (gap_lines_ > 0) {
       // The first line the log takes again says what is missing before it.
       std::string gap =
@@ -145,6 +154,7 @@ class OutputRelay {
   }
 
   std::string path_;
+  LogMarkWriter marks_;
   std::uint64_t cap_;
   Redactor redactor_;
   size_t keep_back_;
@@ -315,6 +325,11 @@ std::optional<SupervisorOptions> ParseArgs(int argc, char** argv, int& program_i
     } else if (flag == "--redact" && i + 1 < argc) {
       options.redact.emplace_back(argv[i + 1]);
       i += 2;
+    } else if (flag == "--attempt" && i + 1 < argc) {
+      if (std::sscanf(argv[i + 1], "%d/%d", &options.attempt, &options.attempts) != 2 ||
+          options.attempt < 1 || options.attempts < 1)
+        return std::nullopt;
+      i += 2;
     } else {
       return std::nullopt;
     }
@@ -336,6 +351,10 @@ std::vector<std::string> SupervisorCommand(const std::string& deployd_exe,
   for (const std::string& name : options.redact) {
     argv.push_back("--redact");
     argv.push_back(name);
+  }
+  if (options.attempt > 0) {
+    argv.push_back("--attempt");
+    argv.push_back(std::to_string(options.attempt) + "/" + std::to_string(options.attempts));
   }
   argv.insert(argv.end(), {options.status_file, options.log_file, "--"});
   return argv;
@@ -384,6 +403,7 @@ int SuperviseMain(int argc, char** argv) {
   };
   if (signals < 0) return fail(std::string("cannot watch signals: ") + ::strerror(errno));
   if (!relay.Open()) return fail("cannot open log " + options.log_file + ": " + ::strerror(errno));
+  if (options.attempt > 0) relay.AttemptStarts(options.attempt, options.attempts, NowMs());
   record.state = SupervisorRecord::State::kStarting;
   if (Status s = WriteSupervisorRecord(options.status_file, record); !s.ok())
     return fail(s.message());  // without a status file nobody could learn how it ends

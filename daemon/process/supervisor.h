@@ -1,7 +1,7 @@
 // The supervisor of one attempt of a step's action — every action, foreground or background:
 // `deployd` re-executed as
 //
-//   deployd --supervise [--grace MS] [--log-cap BYTES] [--redact NAME]…
+//   deployd --supervise [--grace MS] [--log-cap BYTES] [--redact NAME]… [--attempt N/M]
 //           STATUS_FILE LOG_FILE -- PROGRAM [ARG…]
 //
 // (handled at the very top of main). It is what makes the attempt's processes deployd's for
@@ -12,7 +12,9 @@
 //   - It outlives deployd: it holds none of deployd's descriptors, ignores SIGINT, SIGHUP and
 //     SIGPIPE, and the action's output goes through it to LOG_FILE (appended, each line
 //     redacted of the values of the environment variables named by --redact, rotated once to
-//     LOG_FILE.1 past --log-cap), never through a pipe to deployd that would die with it.
+//     LOG_FILE.1 past --log-cap), never through a pipe to deployd that would die with it;
+//     beside the log, when its lines were written and where attempt N of M begins
+//     (util/log_marks.h).
 //   - SIGTERM asks it to stop the attempt: SIGTERM to the action's group and every process
 //     below it, SIGKILL to what is left after --grace, then the wait until all are gone.
 //   - When the action's main process exits by itself, whatever it left running is stopped
@@ -45,6 +47,8 @@ struct SupervisorOptions {
   std::chrono::milliseconds grace{10'000};
   std::uint64_t log_cap_bytes = 64ull << 20;  // 0: never rotated
   std::vector<std::string> redact;            // names of environment variables (secrets)
+  int attempt = 0;                            // which attempt of the step this is (0: not said)
+  int attempts = 0;                           // of how many at most
 };
 
 // The argv that runs `program_argv` (argv[0] an absolute path) under the supervisor found at

@@ -60,7 +60,29 @@ json::object EncodeLogStart(const std::string& run, const std::string& step,
   return {{"ok", true}, {"type", "start"}, {"run", run}, {"step", step}, {"path", path}};
 }
 
-json::object EncodeLogData(const std::string& text) { return {{"type", "data"}, {"text", text}}; }
+json::object EncodeLogData(const std::string& text, const std::optional<LogPosition>& end) {
+  json::object o{{"type", "data"}, {"text", text}};
+  if (end) {
+    o["file"] = end->file;
+    o["offset"] = end->offset;
+  }
+  return o;
+}
+
+std::optional<LogPosition> LogDataEnd(const json::object& line) { return DecodeLogPosition(line); }
+
+json::object EncodeLogPosition(const LogPosition& p) {
+  return {{"file", p.file}, {"offset", p.offset}};
+}
+
+std::optional<LogPosition> DecodeLogPosition(const json::value& value) {
+  const json::object* o = value.if_object();
+  if (!o) return std::nullopt;
+  std::optional<std::int64_t> file = WireFields{*o}.OptInt("file");
+  std::optional<std::int64_t> offset = WireFields{*o}.OptInt("offset");
+  if (!file || !offset || *file < 0 || *offset < 0) return std::nullopt;
+  return LogPosition{static_cast<std::uint64_t>(*file), static_cast<std::uint64_t>(*offset)};
+}
 
 json::object EncodeLogEnd(const std::string& run, const std::string& step,
                           const std::string& state) {
@@ -68,6 +90,49 @@ json::object EncodeLogEnd(const std::string& run, const std::string& step,
 }
 
 std::string LogDataText(const json::object& line) { return WireFields{line}.Str("text"); }
+
+void AddLogMarks(json::object& o, const LogMarks& marks, std::uint64_t from, size_t base,
+                 bool times) {
+  auto at = [&](std::uint64_t offset) { return base + (offset > from ? offset - from : 0); };
+  json::array& attempts =
+      o["attempts"].is_array() ? o["attempts"].as_array() : o["attempts"].emplace_array();
+  for (const AttemptMark& a : marks.attempts)
+    attempts.push_back(json::object{{"at", at(a.offset)},
+                                    {"attempt", a.attempt},
+                                    {"of", a.of},
+                                    {"started_at_ms", a.started_at_ms}});
+  if (!times) return;
+  json::array& list = o["times"].is_array() ? o["times"].as_array() : o["times"].emplace_array();
+  for (const TimeMark& t : marks.times) list.push_back(json::array{at(t.offset), t.at_ms});
+}
+
+TextMarks DecodeTextMarks(const json::object& o) {
+  TextMarks marks;
+  auto array = [&](std::string_view key) -> const json::array* {
+    const json::value* v = o.if_contains(key);
+    return v ? v->if_array() : nullptr;
+  };
+  if (const json::array* attempts = array("attempts")) {
+    for (const json::value& v : *attempts) {
+      if (!v.is_object()) continue;
+      WireFields f{v.as_object()};
+      marks.attempts.push_back(
+          {static_cast<size_t>(f.Int("at")),
+           AttemptMark{0, f.Int("started_at_ms"), static_cast<int>(f.Int("attempt")),
+                       static_cast<int>(f.Int("of"))}});
+    }
+  }
+  if (const json::array* times = array("times")) {
+    for (const json::value& v : *times) {
+      const json::array* pair = v.if_array();
+      if (!pair || pair->size() != 2 || !(*pair)[0].is_number() || !(*pair)[1].is_number())
+        continue;
+      marks.times.push_back({static_cast<size_t>((*pair)[0].to_number<std::int64_t>()),
+                             (*pair)[1].to_number<std::int64_t>()});
+    }
+  }
+  return marks;
+}
 
 json::object EncodeMissed(const WireMissed& m) {
   return {{"type", "missed"},       {"events", m.events},     {"first_seq", m.first_seq},

@@ -2,12 +2,19 @@
 // decoded by deployctl, with their field names in this one place.
 //
 // `follow RUN`:  {"ok": true, "type": "snapshot", "run": RUN}   (RUN: run_wire.h)
+//                (with "after_seq": N in the request, the events up to seq N are left out:
+//                a client that reconnects has them)
 //                {"type": "event", "run", "seq", "step", "kind", "state", "detail", "at_ms",
 //                 "attempt"?}   one per committed transition ("attempt" on live ones)
 //                {"type": "progress", "run", "step", PROGRESS's fields…}
 //                {"type": "end", "run": RUN}   once the run has finished
-// `logs RUN STEP -f`: {"ok": true, "type": "start", "run", "step", "path"},
-//                {"type": "data", "text"}…, {"type": "end", "run", "step", "state"}
+// `logs RUN STEP -f`: {"ok": true, "type": "start", "run", "step", "path", "resumed"?},
+//                {"type": "data", "text", "file", "offset", "attempts", "times"?}…,
+//                (the marks of its text, AddLogMarks: with "timestamps" in the request),
+//                {"type": "end", "run", "step",
+//                "state"}; a data line's "file" (the log's inode) and "offset" say where in
+//                the log its text ends, and a request's "resume": {"file", "offset"} goes on
+//                from there ("resumed": whether it could)
 // Either stream, where the client fell behind by more than its budget (control/stream_queue.h):
 //                {"type": "missed", "events", "first_seq", "last_seq", "progress", "bytes",
 //                 "other"}   what was dropped there; `follow` then sends a fresh snapshot
@@ -20,8 +27,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "protocol/run_wire.h"
+#include "util/log_marks.h"
 
 namespace deployd {
 
@@ -65,11 +74,45 @@ WireRun LineRun(const boost::json::object& line);
 
 boost::json::object EncodeLogStart(const std::string& run, const std::string& step,
                                    const std::string& path);
-boost::json::object EncodeLogData(const std::string& text);
+// Where a piece of a step's log ends: the file (by inode: the log may have been rotated
+// since) and the offset in it.
+struct LogPosition {
+  std::uint64_t file = 0;
+  std::uint64_t offset = 0;
+};
+boost::json::object EncodeLogData(const std::string& text,
+                                  const std::optional<LogPosition>& end = std::nullopt);
+// The position a data line ends at; nullopt for a line without one (an older deployd).
+std::optional<LogPosition> LogDataEnd(const boost::json::object& line);
+boost::json::object EncodeLogPosition(const LogPosition& position);
+// {"file", "offset"}; nullopt when either is missing or not a number.
+std::optional<LogPosition> DecodeLogPosition(const boost::json::value& value);
 boost::json::object EncodeLogEnd(const std::string& run, const std::string& step,
                                  const std::string& state);
 // The text of a data line.
 std::string LogDataText(const boost::json::object& line);
+
+// The marks of a log (util/log_marks.h) on a piece of text made of it — an entry of `logs`, a
+// data line of `logs -f` — positions counted in the text's bytes:
+//   "attempts": [{"at", "attempt", "of", "started_at_ms"}…]  where each attempt begins
+//   "times": [[AT, MS]…]                                     from AT on, written at MS
+// `from`: the offset in the log of the text's byte `base`; a mark before it (the one in effect
+// there) is put at `base`. Appended to what `o` has; "times" only with `times`.
+void AddLogMarks(boost::json::object& o, const LogMarks& marks, std::uint64_t from, size_t base,
+                 bool times);
+struct TextAttempt {
+  size_t at = 0;
+  AttemptMark mark;
+};
+struct TextTime {
+  size_t at = 0;
+  std::int64_t at_ms = 0;
+};
+struct TextMarks {
+  std::vector<TextAttempt> attempts;
+  std::vector<TextTime> times;
+};
+TextMarks DecodeTextMarks(const boost::json::object& o);
 
 boost::json::object EncodeMissed(const WireMissed& missed);
 WireMissed DecodeMissed(const boost::json::object& line);

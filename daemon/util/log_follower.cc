@@ -31,6 +31,7 @@ struct LogFollower::Impl : std::enable_shared_from_this<Impl> {
   int file_watch = -1;
   bool opened_once = false;
   std::uint64_t offset = 0;
+  std::uint64_t inode = 0;  // of the file open
   bool stopped = false;
   bool paused = false;
   std::array<char, 64 * 1024> buffer;
@@ -66,7 +67,9 @@ struct LogFollower::Impl : std::enable_shared_from_this<Impl> {
     file_watch = watch;
     fd = opened;
     struct stat st;
-    std::uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    bool known = ::fstat(fd, &st) == 0;
+    std::uint64_t size = known ? static_cast<std::uint64_t>(st.st_size) : 0;
+    inode = known ? static_cast<std::uint64_t>(st.st_ino) : 0;
     offset = !opened_once && start_offset <= size ? start_offset : 0;
     opened_once = true;
     return true;
@@ -147,6 +150,8 @@ void LogFollower::Resume() {
 bool LogFollower::paused() const { return impl_->paused; }
 
 std::uint64_t LogFollower::offset() const { return impl_->offset; }
+
+std::uint64_t LogFollower::file_id() const { return impl_->inode; }
 
 Result<std::unique_ptr<LogFollower>> LogFollower::Start(asio::any_io_executor ex, std::string path,
                                                         std::uint64_t start_offset,

@@ -49,8 +49,10 @@ class LogFollower {
   void Pause();
   void Resume();
   bool paused() const;
-  // How far the current file has been delivered.
+  // How far the current file has been delivered, and which file it is (its inode; 0 before
+  // one was opened).
   std::uint64_t offset() const;
+  std::uint64_t file_id() const;
 
   struct Impl;
 

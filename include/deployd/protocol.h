@@ -7,9 +7,14 @@
 //       true) and nothing is started; the same key with another plan text or vars is refused
 //   {"v": 1, "op": "runs"}                 {"v": 1, "op": "status", "run": "demo-3"}
 //   {"v": 1, "op": "status", "key": "rollout-7f3a/gpu1"}     (the run of that key)
-//   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional)
+//   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional; with
+//       "timestamps": true each entry's "times": [[AT, MS]…] say when its lines were written,
+//       and every entry has "attempts": [{"at", "attempt", "of", "started_at_ms"}…])
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch", "follow": true}   (a stream)
+//   {"v": 1, "op": "logs", …, "follow": true, "resume": {"file": 1234, "offset": 5678}}
+//       (goes on where a client's copy ends: a data line's "file" and "offset")
 //   {"v": 1, "op": "cancel" | "follow", "run": "demo-3"}
+//   {"v": 1, "op": "follow", "run": "demo-3", "after_seq": 12}   (the events after seq 12)
 //   {"v": 1, "op": "retry" | "skip", "run": "demo-3", "step": "fetch"}  (retry: step optional)
 //   {"v": 1, "op": "pause" | "resume", "run": "demo-3"}
 //   {"v": 1, "op": "approve", "run": "demo-3", "step": "confirm"}
@@ -27,13 +32,16 @@
 // stream: {"type": "snapshot", "run": RUN}, then {"type": "event", …} lines as transitions are
 // committed, and {"type": "end", "run": RUN} once the run has reached a terminal state.
 // `logs` with "follow" answers with a stream too: {"ok": true, "type": "start", "run", "step",
-// "path"}, {"type": "data", "text": …} as the step's output grows, and {"type": "end", "run",
-// "step", "state"} once the step has ended and its processes have exited. A client that falls
-// behind a stream by more than its budget gets {"type": "missed", …} where lines were dropped
-// (daemon/control/stream_queue.h); `logs -f` waits for it instead, and drops nothing.
-// A connection may carry several requests, one after the other. The JSON of runs, events and
-// stream lines is encoded and decoded in one place, daemon/protocol/ (run_wire.h,
-// follow_stream.h, answer.h), by deployd and deployctl alike.
+// "path"}, {"type": "data", "text": …, "file", "offset"} as the step's output grows (where in
+// the log, by inode and offset, the text ends), and {"type": "end", "run", "step", "state"}
+// once the step has ended and its processes have exited. With "resume" the start line says
+// "resumed": true when the stream goes on from there (the rest of the rotated log first, when
+// the log was rotated since), false when that file is gone (then from the newest MiB). A client
+// that falls behind a stream by more than its budget gets {"type": "missed", …} where lines were
+// dropped (daemon/control/stream_queue.h); `logs -f` waits for it instead, and drops nothing. A
+// connection may carry several requests, one after the other. The JSON of runs, events and stream
+// lines is encoded and decoded in one place, daemon/protocol/ (run_wire.h, follow_stream.h,
+// answer.h), by deployd and deployctl alike.
 #ifndef DEPLOYD_PROTOCOL_H_
 #define DEPLOYD_PROTOCOL_H_
 

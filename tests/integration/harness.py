@@ -542,3 +542,66 @@ class DaemonTestCase(unittest.TestCase):
         self.assertTrue(run_states, "run %s has no run.state event" % run)
         self.assertEqual(run_states[-1], status["state"])
         return events
+
+
+class PtyProcess:
+    """A process whose stdout and stderr are a pseudo-terminal of `cols` x `rows` (what
+    deployctl sees on a terminal); `output` is what it has written so far, as bytes."""
+
+    def __init__(self, argv, env, cols=100, rows=30):
+        import fcntl
+        import pty
+        import struct
+        import termios
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                                     env=env, close_fds=True)
+        os.close(slave)
+        self.output = bytearray()
+        self.closed = False
+
+    def read_some(self, timeout):
+        """Reads what comes within `timeout`; False at the end of the output."""
+        import errno
+        import select
+        if self.closed:
+            return False
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError as e:  # EIO: the other side has closed
+            if e.errno != errno.EIO:
+                raise
+            chunk = b""
+        if not chunk:
+            self.closed = True
+            return False
+        self.output.extend(chunk)
+        return True
+
+    def read_until(self, pattern, timeout=60):
+        """Reads until the output matches the regex `pattern` (bytes); fails at the deadline
+        or the end of the output."""
+        import re
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.output):
+            if time.monotonic() > deadline or not self.read_some(0.5):
+                raise AssertionError("no %r in %r" % (pattern, bytes(self.output)))
+
+    def finish(self, timeout=60):
+        """Reads to the end; returns (exit status, output as text with '\\n' line ends)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.read_some(0.5):
+            if self.proc.poll() is not None and not self.read_some(0.1):
+                break
+        status = self.proc.wait(30)
+        return status, self.output.decode(errors="replace").replace("\r\n", "\n")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)

@@ -20,7 +20,7 @@ from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
          "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch",
-         "history", "metrics"]
+         "history", "metrics", "version"]
 
 PLAN = """\
 version: 1
@@ -194,11 +194,18 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl ", VERBS)
         self.assert_completes("deployctl st", ["status"])
         self.assert_completes("deployctl re", ["retry", "resume"])
-        self.assert_completes("deployctl --", ["--socket", "--host", "--help", "--version"],
+        self.assert_completes("deployctl --", ["--socket", "--host", "--config", "--help",
+                                               "--version"],
                               exact=False)
-        self.assert_completes("deployctl logs --", ["--follow", "--json", "--help"])
-        self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--help"])
-        self.assert_completes("deployctl retry --", ["--wait", "--help"])
+        self.assert_completes("deployctl logs --", ["--follow", "--timestamps", "--json",
+                                                    "--help"])
+        self.assert_completes("deployctl apply --", ["--var", "--wait", "--wait-lock", "--json",
+                                                     "--help"])
+        self.assert_completes("deployctl retry --", ["--wait", "--json", "--help"])
+        self.assert_completes("deployctl version --", ["--json", "--help"])
+        # Global options may come after the command: the socket there is the one asked.
+        self.assert_completes("deployctl runs --socket %s --" % self.d.socket,
+                              ["--json", "--help"])
         self.assert_completes("deployctl history --", ["--limit", "--json", "--help"])
         self.assert_completes("deployctl metrics --", ["--json", "--help"])
 
@@ -221,8 +228,12 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl logs %s " % first, ["first-step", "second_step"])
         self.assert_completes("deployctl retry --wait %s s" % second, ["second_step"])
         self.assert_completes("deployctl approve %s f" % first, ["first-step"])
-        # The socket named on the command line is the one asked.
+        # The socket named on the command line is the one asked, before the command or after.
         self.assert_completes("deployctl --socket %s status " % self.d.socket, [first, second])
+        for line in ("deployctl --socket %s status " % self.d.socket,
+                     "deployctl status --socket %s " % self.d.socket):
+            matches, errors = self.complete(line, env={"DEPLOYD_SOCKET": "/nonexistent.sock"})
+            self.assertEqual((sorted(set(matches)), errors), (sorted([first, second]), ""), line)
         # history takes a plan's name: those of the runs deployd knows, once each.
         self.assert_completes("deployctl history ", ["comp"])
         self.assert_completes("deployctl history --limit 5 co", ["comp"])

@@ -1,6 +1,7 @@
 """`deployctl logs RUN STEP -f` through the real deployd and deployctl: a step's output as it
 grows, until the step has ended and its processes have exited."""
 
+import json
 import os
 import signal
 import subprocess
@@ -94,12 +95,16 @@ steps:
         self.assertEqual(cp.stderr, "deployctl: error: run %s has no step 'nope'\n" % run)
         cp = self.d.ctl("logs", "nope-1", "talk", "-f", check=2)
         self.assertEqual(cp.stderr, "deployctl: error: no run 'nope-1'\n")
-        cp = self.d.ctl("logs", run, "talk", "-f", "--json", check=2)
-        self.assertEqual(cp.stderr, "deployctl: error: logs -f prints the output as it is; "
-                                    "--json is without -f\n")
         self.release(plan, "gate-talk")
         self.release(plan, "gate-server")
         self.d.wait_run(run)
+        # -f --json: the stream's lines as they come; their text is the log.
+        cp = self.d.ctl("logs", run, "talk", "-f", "--json", check=0)
+        lines = [json.loads(l) for l in cp.stdout.splitlines()]
+        self.assertEqual((lines[0]["type"], lines[-1]["type"]), ("start", "end"))
+        logged = json.loads(self.d.ctl("logs", run, "talk", "--json", check=0).stdout)
+        self.assertEqual("".join(l["text"] for l in lines if l["type"] == "data"),
+                         logged[0]["text"])
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ run {run} failed after T: step broken failed: exit status 4
         plan, run = self.blocked_run()
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket, TERM="xterm")
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket, TERM="xterm", NO_COLOR="1")
         watch = subprocess.Popen([DEPLOYCTL_BIN, "watch", run], stdin=slave, stdout=slave,
                                  stderr=slave, env=env, close_fds=True)
         self.addCleanup(watch.kill)
@@ -209,7 +209,7 @@ steps:
         plan, run = self.start()
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
-        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket, TERM="xterm")
+        env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket, TERM="xterm", NO_COLOR="1")
         watch = subprocess.Popen([DEPLOYCTL_BIN, "watch", run], stdin=slave, stdout=slave,
                                  stderr=slave, env=env, close_fds=True)
         self.addCleanup(watch.kill)

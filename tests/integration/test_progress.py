@@ -111,6 +111,10 @@ class StallTest(ProgressTestCase):
         self.assertGreaterEqual(delay, STALL_AFTER_S - 0.1)
         self.assertLess(delay, STALL_AFTER_S + EVERY_S + 5.0)
         self.assertLessEqual(abs(ev["last_progress_at_ms"] - growth), 1000 * EVERY_S + 1000)
+        # `why` shows that time as a time, and how long ago it was.
+        why = self.d.ctl("why", run, check=1).stdout
+        self.assertRegex(why, r"\n    last_progress_at_ms: +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+                              r"\(\d+s ago\)\n")
         # Its process group was stopped; nothing was tried again (on_stall: fail).
         self.assertEqual(self.attempts_started(plan), 1)
         self.wait_no_step_processes()
