@@ -268,9 +268,19 @@ json::object HandleWhy(RequestContext& context, const RunRecord& run) {
     return context.runs.LogPath(run.id, step);
   });
   WireRun wire = ToWire(run);
+  context.runs.AddProgress(wire);
   context.runs.AddStorageFault(wire);
   if (!wire.storage_fault.empty()) why["storage_fault"] = wire.storage_fault;
   why["benchmarks"] = RunBenchmarks(run);
+  // What is still going, and who runs it: the first thing to look at when a run seems stuck.
+  json::array running;
+  for (const WireStep& s : wire.steps) {
+    if (s.state != "running") continue;
+    json::object r{{"step", s.id}, {"attempts", s.attempts}, {"started_at_ms", s.started_at_ms}};
+    r["pid"] = s.pid ? json::value(*s.pid) : json::value(nullptr);
+    running.push_back(std::move(r));
+  }
+  why["running"] = std::move(running);
   o["why"] = std::move(why);
   return o;
 }

@@ -60,6 +60,9 @@ void PrintRun(const WireRun& run) {
     std::string time =
         start ? FormatElapsed(std::max<std::int64_t>(0, (end ? end : now) - start)) : "-";
     std::string detail = s.reason;
+    // Who runs a running step: the pid to look at with ps, strace or py-spy.
+    if (s.state == "running" && s.pid)
+      detail = "pid " + std::to_string(*s.pid) + (detail.empty() ? "" : "; " + detail);
     if (s.phase == "on_failure") detail = "(on_failure) " + detail;
     std::cout << Row({{s.id, id}, {s.state, 10}, {std::to_string(s.attempts), 8}, {time, 8}},
                      detail, 1)

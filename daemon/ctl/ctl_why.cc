@@ -127,6 +127,17 @@ int Why(Client& client, const std::string& run_id, bool json_out) {
     std::cout << "run " << run_id << " did not fail: it is " << state;
     if (!reason.empty()) std::cout << " (" << reason << ")";
     std::cout << "\n";
+    if (const json::value* r = why.if_contains("running"); r && r->is_array()) {
+      for (const json::value& item : r->as_array()) {
+        if (!item.is_object()) continue;
+        const json::object& s = item.as_object();
+        std::cout << "running: " << Str(s, "step") << ", attempt " << Int(s, "attempts");
+        if (Int(s, "started_at_ms") > 0)
+          std::cout << ", for " << FormatElapsed(NowMs() - Int(s, "started_at_ms"));
+        if (Int(s, "pid") > 0) std::cout << ", pid " << Int(s, "pid");
+        std::cout << "\n";
+      }
+    }
     // What its benchmarks measured (a failed one's figures are in its evidence).
     if (const json::value* b = why.if_contains("benchmarks"); b && b->is_array()) {
       for (const json::value& item : b->as_array()) {

@@ -5,6 +5,7 @@ run's end and "cancelled" never find the last attempt still running; and what an
 leaves running when it exits, or what its supervisor leaves when it is killed, is stopped and
 named. Each action writes a ledger of its starts (and checks the ones before it are gone)."""
 
+import json
 import os
 import signal
 import time
@@ -125,6 +126,35 @@ steps:
         self.assertEqual(status["state"], "cancelled")
         self.assertEqual(self.d.step(run, "stubborn", status)["state"], "cancelled")
         self.assert_events_consistent(run, status)
+
+    def test_status_and_why_name_the_pid_of_a_running_step_also_after_a_restart(self):
+        plan = self.d.write_plan("who.yaml", """\
+version: 1
+name: who
+steps:
+%s""" % self.stubborn_step("    timeout: 5m\n"))
+        run, _ = self.d.apply(plan, wait=False, check=0)
+        wait_until(lambda: os.path.exists(plan.file("ledger")), message="the action")
+        action = int(self.ledger_lines(plan)[0][1])
+        for restarted in (False, True):
+            if restarted:
+                self.d.kill9()
+                self.d.start()
+            wait_until(lambda: self.d.step(run, "stubborn").get("pid") == action,
+                       message="status --json to name pid %d" % action)
+            status = self.d.ctl("status", run, check=0).stdout
+            row = [line for line in status.splitlines() if line.startswith("stubborn")]
+            self.assertEqual(len(row), 1, status)
+            self.assertIn("running", row[0])
+            self.assertIn("pid %d" % action, row[0])
+            why = self.d.ctl("why", run, check=0).stdout
+            self.assertIn("did not fail: it is running", why)
+            self.assertRegex(why, r"running: stubborn, attempt 1, for [0-9.]+\w*, pid %d\n" % action)
+            answer = json.loads(self.d.ctl("why", run, "--json", check=0).stdout)
+            self.assertEqual([(r["step"], r["pid"]) for r in answer["running"]],
+                             [("stubborn", action)])
+        self.d.ctl("cancel", run, check=0)
+        self.assert_none_alive(plan)
 
     def test_what_an_action_leaves_running_is_stopped_and_named(self):
         plan = self.d.write_plan("left.yaml", """\
