@@ -149,7 +149,7 @@ class TimesTest(TerminalCase):
             row = [l for l in out.splitlines() if l.startswith(LONG_STEP)][0]
             return row if row.split()[3] != "0.0s" else None
         row = wait_until(moved, message="the running step's TIME to move from 0.0s")
-        self.assertRegex(row, r"^%s running +1 +\d+\.\ds$" % LONG_STEP)
+        self.assertRegex(row, r"^%s running +1 +\d+\.\ds +pid \d+$" % LONG_STEP)
 
     def test_wall_clock_times_with_how_long_ago(self):
         out = self.d.ctl("status", self.run_id, check=0).stdout
