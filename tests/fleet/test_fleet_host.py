@@ -68,6 +68,15 @@ steps:
         # DEPLOYD_HOST stands for --host.
         cp = self.fleet.ctl("status", run, "--json", env={"DEPLOYD_HOST": h.url()}, check=0)
         self.assertEqual(json.loads(cp.stdout)["id"], run)
+        # The reads of the host as a whole: the plan's history there, its metrics, its daemon.
+        history = json.loads(self.on(h, "history", "hello", "--json", check=0).stdout)
+        self.assertIn((run, "succeeded"), [(r["run"], r["state"]) for r in history["runs"]])
+        self.assertRegex(self.on(h, "metrics", check=0).stdout,
+                         r'(?m)^deployd_runs_finished_total\{plan="hello",state="succeeded"\} '
+                         r'[1-9]')
+        version = json.loads(self.on(h, "version", "--json", check=0).stdout)
+        self.assertEqual(version["daemon"]["version"], version["client"]["version"])
+        self.assertIn(h.address, version["daemon"]["socket"])
 
     def test_failure_verbs_over_ssh(self):
         h = self.hosts[0]

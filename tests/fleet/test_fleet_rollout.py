@@ -318,6 +318,10 @@ class Unreachable(RolloutTestCase):
         log = lambda: self.ctl("logs", rollout, "batch-1", check=0).stdout  # noqa: E731
         harness.wait_until(lambda: "h2: unreachable" in log(), timeout=120,
                            message="the rollout to find h2 unreachable")
+        # The watch has an ssh connection of its own, whose keepalives find the cut up to one
+        # interval later: the link must stay down until it has said so too.
+        harness.wait_until(lambda: any(l.startswith("h2: unreachable") for l in watched),
+                           timeout=60, message="watch to find h2 unreachable")
         # The host's deployd goes on by itself while nobody can reach it.
         with open(gate, "w"):
             pass
