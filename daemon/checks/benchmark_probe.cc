@@ -248,7 +248,10 @@ asio::awaitable<void> Stream(std::shared_ptr<Bench> bench, std::shared_ptr<Conne
   }
   if (streaming) co_await ReadStream(*bench, *c, buffer, parser, s);
   s.end_ms = Since(bench->t0);
-  if (bench->stopped && s.error.empty()) s.error = "stopped";
+  // A request still streaming when the benchmark was stopped was cut by the stop, whatever
+  // error the closed connection gave it: it did not finish.
+  if (bench->stopped) s.error = "stopped";
+  s.ended = true;
   c->Close();
 }
 
@@ -314,7 +317,7 @@ CheckOutcome Failed(const Check& check, const std::string& detail, json::object 
 
 std::size_t Finished(const std::vector<RequestSample>& samples) {
   std::size_t n = 0;
-  for (const RequestSample& s : samples) n += s.end_ms > 0 && s.error != "stopped";
+  for (const RequestSample& s : samples) n += s.ended && s.error != "stopped";
   return n;
 }
 

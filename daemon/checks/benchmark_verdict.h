@@ -20,7 +20,8 @@ namespace deployd {
 // One request as the client saw it; times in milliseconds from the benchmark's start.
 struct RequestSample {
   double start_ms = 0;                   // before it connected
-  double end_ms = 0;                     // its stream ended, or it failed
+  double end_ms = 0;                     // its last read: when it ended, once `ended`
+  bool ended = false;                    // its stream ended, or it failed
   std::optional<double> first_token_ms;  // its first chunk with text
   std::vector<double> gaps_ms;           // between its chunks with text
   std::int64_t text_chunks = 0;

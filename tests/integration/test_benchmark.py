@@ -222,6 +222,25 @@ class BenchmarkTest(DaemonTestCase):
         self.assertEqual(request["messages"][0]["role"], "user")
         self.assertEqual(len(request["messages"][0]["content"].split()), 32)
 
+    def test_a_server_that_stalls_is_bounded_by_the_timeout(self):
+        # 50 tokens at 1 token/s: each answer would take 50 s; the check gives it 2.
+        self.server.rate = 1.0
+        plan = self.d.write_plan("stall.yaml", """version: 1
+name: stall
+steps:
+  - id: launch
+    run: "true"
+    verify:
+      - benchmark: {url: "http://127.0.0.1:%d", model: %s, prompt_tokens: 8, max_tokens: 50,
+                    requests: 2, concurrency: 2}
+        timeout: 2s
+""" % (self.server.port, MODEL))
+        run, _ = self.d.apply(plan, check=1)
+        step = self.d.step(run, "launch")
+        self.assertEqual(step["reason"], "verify failed: benchmark http://127.0.0.1:%d/v1/completions: "
+                         "timed out after 2s: 0 of 2 requests finished" % self.server.port)
+        self.assertEqual(len(self.server.requests), 2)
+
     def test_a_server_that_is_not_there(self):
         port = harness.free_port()
         run, _ = self.deploy(check=1, port=port)
