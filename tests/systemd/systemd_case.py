@@ -107,6 +107,17 @@ class SystemdDaemon(harness.Daemon):
                       check=False).stdout
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
+    def cgroup_procs(self, cgroup):
+        """The path of `cgroup`'s cgroup.procs in the container, in the hierarchy that systemd
+        keeps its units in: cgroup2 under /sys/fs/cgroup/unified on a hybrid host (as this
+        project's machines are), /sys/fs/cgroup on a cgroup2-only one, the name=systemd
+        hierarchy on a v1 one."""
+        for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup"):
+            if self.sh("test", "-e", root + "/system.slice/cgroup.procs",
+                       check=False).returncode == 0:
+                return root + cgroup + "/cgroup.procs"
+        raise AssertionError("no cgroup hierarchy with system.slice in the container")
+
     def alive(self, pid):
         """Whether pid (as the container sees it) is a live process there."""
         cp = self.sh("ps", "-o", "stat=", "-p", str(pid), check=False)

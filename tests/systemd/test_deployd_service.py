@@ -135,6 +135,13 @@ class WatchdogTest(SystemdTestCase):
         plan = self.d.write_plan("wait.yaml", WAIT_FOR_GO)
         run, _ = self.d.apply(plan, wait=False, check=0)
         self.d.wait_step(run, "wait", ("running",))
+        # While its loop runs, systemd records each WATCHDOG=1 deployd sends (every 2.5 s here).
+        def last_ping():
+            return self.d.show("deployd.service", "WatchdogTimestampMonotonic")[
+                "WatchdogTimestampMonotonic"]
+        first = last_ping()
+        harness.wait_until(lambda: last_ping() not in ("", "0", first), timeout=20,
+                           message="systemd to record a WATCHDOG=1 after %s" % first)
         hung = self.d.main_pid()
         self.d.sh("kill", "-STOP", str(hung))  # the main loop stops: no more WATCHDOG=1
 

@@ -56,8 +56,8 @@ steps:
         props = self.d.show(UNIT, "ActiveState", "UnitFileState", "MainPID")
         self.assertEqual(props["ActiveState"], "inactive")
         self.assertEqual(props["UnitFileState"], "disabled")
-        procs = self.d.sh("cat", "/sys/fs/cgroup/unified/system.slice/%s/cgroup.procs" % UNIT,
-                          check=False).stdout
+        # Once stopped, the unit's cgroup is empty or gone.
+        procs = self.d.sh("cat", self.d.cgroup_procs("/system.slice/" + UNIT), check=False).stdout
         self.assertEqual(procs.strip(), "")
 
     def test_a_process_left_by_killmode_process_fails_the_stop_and_is_named(self):
@@ -75,7 +75,7 @@ ExecStart=/bin/bash -c '(exec -a VLLM::Worker_TP7 sleep 1000) & exec sleep 1000'
         self.d.systemctl("daemon-reload")
         self.d.systemctl("start", unit)
         cgroup = self.d.show(unit, "ControlGroup")["ControlGroup"]
-        procs = "/sys/fs/cgroup/unified%s/cgroup.procs" % cgroup
+        procs = self.d.cgroup_procs(cgroup)
 
         def worker():
             pids = self.d.sh("cat", procs).stdout.split()
