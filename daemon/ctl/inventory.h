@@ -7,7 +7,7 @@
 // `ansible_user` and `ansible_port` (also their old `ansible_ssh_*` names). A host's variables
 // are merged as Ansible merges them: `all` first, then its groups from the outermost to the
 // innermost (by depth, then by name), then the host's own; the last one set wins. They become
-// a plan's `--var`s (rollout.h keeps those the plan declares).
+// a plan's `--var`s (rollout.cc keeps those the plan declares).
 //
 // Which format: `.yaml`, `.yml` and `.json` files are YAML, `.ini` files INI; any other file is
 // YAML when it reads as a YAML map, else INI. Every problem is reported as

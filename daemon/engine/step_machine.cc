@@ -45,6 +45,37 @@ StepTransition Interrupted() {
   return t;
 }
 
+StepTransition OnCancel(StepState state, const StepFacts& f) {
+  switch (state) {
+    case S::kPending:
+    case S::kWaiting:
+      return To(S::kCancelled);
+    case S::kRunning:
+      return To(S::kCancelled, Stopping(f, {E::kStopAction}));
+    case S::kVerifying:
+      return To(S::kCancelled, Stopping(f, {E::kStopVerify, E::kStopAction}));
+    default:
+      return StepTransition{};
+  }
+}
+
+// kRecover (the step's processes are gone) or kReattach (they are alive), after a restart.
+StepTransition AfterRestart(StepState state, const StepFacts& f, StepEvent event) {
+  if (state != S::kRunning && state != S::kVerifying) return StepTransition{};
+  if (event == StepEvent::kRecover) {
+    // A foreground action that had exited 0 is verified again. Otherwise nothing says
+    // whether the action ran (verify checks passing prove nothing: the old server may pass
+    // them): only one that never started, or a safe one, is fired.
+    if (state == S::kVerifying && !f.background) return To(S::kVerifying, {E::kStartVerify});
+    return f.never_started || f.idempotent || f.approval ? Fire(f) : Interrupted();
+  }
+  // Nothing is fired again: a background action verifies as before; a foreground one is
+  // awaited, as if deployd had never gone.
+  if (f.background) return ActionDone(f);
+  if (state == S::kRunning && !f.approval) return To(S::kRunning);
+  return StepTransition{};
+}
+
 }  // namespace
 
 StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
@@ -90,32 +121,10 @@ StepTransition NextState(StepState state, const StepFacts& f, StepEvent event) {
       if (f.recovering && f.approval) return Fire(f);
       return AfterFailure(f, {E::kStopAction});
     case StepEvent::kCancel:
-      switch (state) {
-        case S::kPending:
-        case S::kWaiting:
-          return To(S::kCancelled);
-        case S::kRunning:
-          return To(S::kCancelled, Stopping(f, {E::kStopAction}));
-        case S::kVerifying:
-          return To(S::kCancelled, Stopping(f, {E::kStopVerify, E::kStopAction}));
-        default:
-          break;
-      }
-      break;
+      return OnCancel(state, f);
     case StepEvent::kRecover:
-      if (state != S::kRunning && state != S::kVerifying) break;
-      // A foreground action that had exited 0 is verified again. Otherwise nothing says
-      // whether the action ran (verify checks passing prove nothing: the old server may pass
-      // them): only one that never started, or a safe one, is fired.
-      if (state == S::kVerifying && !f.background) return To(S::kVerifying, {E::kStartVerify});
-      return f.never_started || f.idempotent || f.approval ? Fire(f) : Interrupted();
     case StepEvent::kReattach:
-      if (state != S::kRunning && state != S::kVerifying) break;
-      // Nothing is fired again: a background action verifies as before; a foreground one is
-      // awaited, as if deployd had never gone.
-      if (f.background) return ActionDone(f);
-      if (state == S::kRunning && !f.approval) return To(S::kRunning);
-      break;
+      return AfterRestart(state, f, event);
     case StepEvent::kOperatorSkip:
       if (state != S::kPending && state != S::kFailed && state != S::kWaiting &&
           state != S::kCancelled)

@@ -9,7 +9,7 @@
 //
 // RunManager::Dispatch commits the result and carries out its effects. One part of the record
 // is left to it: where a background step's new attempt will be found again (its status file
-// and log offset, background_action.h), which needs the log file's size.
+// and log offset, engine/attempt_record.h), which needs the log file's size.
 //
 // Pure: no store, no clock (the time is given), no processes or timers (tests/layers_check.py
 // holds this file to the step machine's rule; it names the store's plain records only).

@@ -5,8 +5,8 @@
 // (and appended to `log_path` when given). A caller that must tell them apart (a version
 // check reads stdout first) gives `on_stderr_line`: stderr then has a pipe of its own. `on_exit` is
 // called exactly once, after the child was reaped and the output it wrote before exiting was
-// delivered. (A background action, which must outlive the daemon, runs under a supervisor:
-// background_action.h.)
+// delivered. (A plan's actions, which must outlive the daemon, run under a supervisor:
+// supervised_action.h.)
 //
 // Everything happens on the io_context's one thread; callbacks are never invoked re-entrantly
 // from Start(). Destroying the object (or the daemon exiting) never kills the child: stopping
