@@ -119,6 +119,21 @@ bool LoadConfig(const std::string& path, const std::string& socket_flag,
   return errors.empty();
 }
 
+// deployd-supervise where a build (beside deployd) or an install (PREFIX/libexec/deployd/)
+// puts it; "" when it is not there, and deployd re-executes itself as the supervisor.
+std::string SupervisorProgram() {
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  std::string dir(exe, static_cast<size_t>(n));
+  dir.resize(dir.rfind('/'));
+  for (const std::string& path :
+       {dir + "/deployd-supervise", dir + "/../libexec/deployd/deployd-supervise"}) {
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
 void SetReloadable(const DaemonConfig& config, RunManagerOptions& options) {
   options.log_cap_bytes = config.log_max_size;
   options.retention = config.retention;
@@ -255,6 +270,10 @@ int main(int argc, char** argv) {
   SystemdNotifier notifier(io.get_executor());
   RunManagerOptions run_options;
   run_options.state_dir = config.state_dir;
+  run_options.supervisor_program = SupervisorProgram();
+  // Built-in actions are started by their supervisor, where /proc/self/exe is not deployd:
+  // this daemon's exe link, which names its binary even once an upgrade has replaced it.
+  run_options.supervisor_exe = "/proc/" + std::to_string(::getpid()) + "/exe";
   SetReloadable(config, run_options);
   // Fault injection for the crash tests (tests/integration/test_crash.py): nothing else sets it.
   if (const char* fault = std::getenv("DEPLOYD_FAULT"))

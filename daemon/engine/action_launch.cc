@@ -98,8 +98,10 @@ void RunManager::StartAction(ActiveRun& run, size_t index) {
   handlers.on_end = [this, run_id, index, gen](const ActionEnd& end) {
     OnAttemptEnd(run_id, index, gen, end, "");
   };
-  Result<std::shared_ptr<SupervisedAction>> started = SupervisedAction::Start(
-      ex_, options, supervision, options_.supervisor_exe, std::move(handlers));
+  const std::string& supervisor =
+      options_.supervisor_program.empty() ? options_.supervisor_exe : options_.supervisor_program;
+  Result<std::shared_ptr<SupervisedAction>> started =
+      SupervisedAction::Start(ex_, options, supervision, supervisor, std::move(handlers));
   if (!started.ok()) {
     FailSoon(run_id, index, gen, started.status().message());
     return;

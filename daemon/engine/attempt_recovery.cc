@@ -108,7 +108,12 @@ void RunManager::Recover(ActiveRun& run, size_t index) {
     OnAttemptEnd(run_id, index, gen, end, kWhileDown);
     return;
   }
-  // Processes of the attempt without their supervisor: stopped before anything else happens.
+  StopLeftovers(run, index, std::move(left));
+}
+
+void RunManager::StopLeftovers(ActiveRun& run, size_t index, std::vector<ProcStat> left) {
+  LiveStep& live = run.live[index];
+  const std::string run_id = run.record.id;
   spdlog::warn("{} {}: the attempt's supervisor is gone; stopping what is left of it: {}", run_id,
                live.def->id, NameProcesses(left));
   live.orphans = OrphanStop::Start(

@@ -21,11 +21,11 @@
 //
 // The member functions live in one file per concept: run_manager.cc (the run's lifecycle and
 // scheduling, recovery at start), step_dispatch.cc (events → commit → effects),
-// action_launch.cc (foreground actions and `deployd --action` built-ins), step_output.cc
-// (fail_on, the journal, progress), background_attach.cc (background actions under their
-// supervisor, also after a restart), operator_commands.cc (cancel, pause, resume, retry, skip,
-// approve), run_events.cc (what followers are told) and storage_retry.cc (writes the store
-// refuses).
+// action_launch.cc (every action under its supervisor, `deployd --action` built-ins too),
+// step_output.cc (fail_on, the journal, progress), attempt_recovery.cc (what became of each
+// attempt after a restart: reattached, judged or fired), operator_commands.cc (cancel, pause,
+// resume, retry, skip, approve), run_events.cc (what followers are told) and storage_retry.cc
+// (writes the store refuses).
 #ifndef DEPLOYD_ENGINE_RUN_MANAGER_H_
 #define DEPLOYD_ENGINE_RUN_MANAGER_H_
 
@@ -53,6 +53,7 @@
 #include "engine/step_update.h"
 #include "engine/storage_fault.h"
 #include "plan/plan_parser.h"
+#include "process/process_table.h"
 #include "process/supervised_action.h"
 #include "protocol/run_wire.h"
 #include "store/run_store.h"
@@ -70,9 +71,12 @@ struct RunManagerOptions {
   // Called after each committed event with a one-line summary of what deployd is doing
   // (for systemd's STATUS=).
   std::function<void(const std::string& activity)> on_activity;
-  // The program a background action's supervisor is executed from: deployd itself, whatever
-  // replaced the file on disk since it started.
+  // deployd itself, whatever replaced the file on disk since it started: what built-in actions
+  // (`--action`) run from, and every attempt's supervisor (`--supervise`) when
+  // `supervisor_program` is empty.
   std::string supervisor_exe = "/proc/self/exe";
+  // The program every attempt's supervisor runs from (deployd-supervise, which starts faster).
+  std::string supervisor_program;
   // Finished runs older than this are forgotten (rows, events and logs) when deployd starts
   // and whenever a run finishes; unset keeps every run.
   std::optional<Duration> retention;
@@ -244,6 +248,8 @@ class RunManager {
   // attempt_recovery.cc
   void Recover(ActiveRun& run, size_t index);
   void RecoverUnknown(ActiveRun& run, size_t index, bool never_started);
+  // Processes of an attempt whose supervisor is gone: stopped before anything else happens.
+  void StopLeftovers(ActiveRun& run, size_t index, std::vector<ProcStat> left);
   void Reattach(ActiveRun& run, size_t index, int gen, const AttemptRecord& attempt,
                 const SupervisedAction::Found& found);
 

@@ -46,6 +46,24 @@ std::string SelfExePath() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// The identities of deployd's program `name` ("deployd", "deployctl", "deployd-supervise")
+// where a build or an install puts it: beside this binary (a build tree: all in bin/), or in
+// the bin/, sbin/ and libexec/deployd/ beside its folder (an install: deployd in sbin/,
+// deployctl in bin/, deployd-supervise in libexec/deployd/).
+std::vector<std::pair<dev_t, ino_t>> ToolIdentities(const char* name) {
+  std::vector<std::pair<dev_t, ino_t>> ids;
+  std::string self_exe = SelfExePath();
+  if (self_exe.empty()) return ids;
+  const std::string dir = Dirname(self_exe);
+  const std::string prefix = Dirname(dir);
+  for (const std::string& folder :
+       {dir, prefix + "/bin", prefix + "/sbin", prefix + "/libexec/deployd"}) {
+    auto id = FileIdentity(folder + "/" + name);
+    if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  }
+  return ids;
+}
+
 KillTarget TargetFrom(const ProcessInfo& info, std::string reason) {
   KillTarget target;
   target.pid = info.pid();
@@ -58,8 +76,6 @@ KillTarget TargetFrom(const ProcessInfo& info, std::string reason) {
 }
 
 }  // namespace
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
 
 // What a plan must never touch, computed once per plan from the live /proc.
 struct KillPlan::Protection {
@@ -90,13 +106,10 @@ struct KillPlan::Protection {
       p.pids.push_back(pid);
     }
     if (auto id = FileIdentity("/proc/self/exe")) p.own_exes.push_back(*id);
-    if (std::string self_exe = SelfExePath(); !self_exe.empty()) {
-      // A second daemon, or a deployctl attached to this one, may well carry the plan's
-      // pattern in its command line (`deployctl run plans/vllm.yaml`).
-      for (const char* tool : {"/deployd", "/deployctl"}) {
-        if (auto id = FileIdentity(Dirname(self_exe) + tool)) p.tool_exes.push_back(*id);
-      }
-    }
+    // A second daemon, or a deployctl attached to this one, may well carry the plan's pattern
+    // in its command line (`deployctl apply plans/vllm.yaml`); so do supervisors.
+    for (const char* tool : {"deployd", "deployctl", "deployd-supervise"})
+      for (const auto& id : ToolIdentities(tool)) p.tool_exes.push_back(id);
     for (const std::string& path : extra_exes) {
       if (auto id = FileIdentity(path)) p.extra_exes.push_back(*id);
     }
@@ -105,10 +118,7 @@ struct KillPlan::Protection {
   }
 
   void AddClientAncestors() {
-    std::vector<std::pair<dev_t, ino_t>> clients;
-    if (std::string self_exe = SelfExePath(); !self_exe.empty()) {
-      if (auto id = FileIdentity(Dirname(self_exe) + "/deployctl")) clients.push_back(*id);
-    }
+    std::vector<std::pair<dev_t, ino_t>> clients = ToolIdentities("deployctl");
     if (clients.empty()) return;
     DIR* proc = ::opendir("/proc");
     if (!proc) return;

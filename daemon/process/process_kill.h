@@ -94,10 +94,6 @@ struct Survivor {
   std::string Describe() const;
 };
 
-// pidfd_open(2) (a raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C"); -1 and errno
-// on failure.
-int PidfdOpen(pid_t pid);
-
 class KillPlan {
  public:
   // Fails on an invalid pattern ("invalid pattern 'a(': …") or an unreadable /proc.

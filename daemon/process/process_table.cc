@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,6 +123,8 @@ std::string ProcessInfo::Title() const {
   }
   return title;
 }
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
 
 std::optional<ProcStat> ReadProcStat(pid_t pid, std::string_view proc_root) {
   auto text = ReadWholeFile(ProcPath(proc_root, pid, "stat"));

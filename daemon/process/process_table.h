@@ -64,6 +64,10 @@ std::vector<std::string> ParseCmdline(std::string_view raw);
 // /proc/PID/stat alone (cheaper than ReadProcess); nullopt when the process does not exist.
 std::optional<ProcStat> ReadProcStat(pid_t pid, std::string_view proc_root = "/proc");
 
+// pidfd_open(2) (a raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C"); -1 and errno
+// on failure.
+int PidfdOpen(pid_t pid);
+
 // One process, or nullopt when it does not exist (any more) or changed identity mid-read.
 // REQUIRES: proc_root names a procfs (or a tree laid out like one, for tests).
 std::optional<ProcessInfo> ReadProcess(pid_t pid, std::string_view proc_root = "/proc");

@@ -1,10 +1,10 @@
 // The supervisor of one attempt of a step's action — every action, foreground or background:
-// `deployd` re-executed as
 //
-//   deployd --supervise [--grace MS] [--log-cap BYTES] [--redact NAME]… [--attempt N/M]
-//           STATUS_FILE LOG_FILE -- PROGRAM [ARG…]
+//   deployd-supervise --supervise [--grace MS] [--log-cap BYTES] [--redact NAME]…
+//           [--attempt N/M] STATUS_FILE LOG_FILE -- PROGRAM [ARG…]
 //
-// (handled at the very top of main). It is what makes the attempt's processes deployd's for
+// (supervise_main.cc; or `deployd --supervise …`, handled at the very top of deployd's main,
+// where deployd-supervise is missing). It is what makes the attempt's processes deployd's for
 // good, whatever happens to deployd:
 //   - It is a child subreaper: whatever the action forks — into its process group, into a
 //     session of its own (setsid), or orphaned by a double fork — stays below it, so "every

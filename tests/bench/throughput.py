@@ -123,6 +123,10 @@ def main():
     deployd = benchlib.find_binary("deployd", "DEPLOYD_BIN", args.build_dir)
     deployctl = benchlib.find_binary("deployctl", "DEPLOYCTL_BIN", args.build_dir)
     floor = benchlib.find_binary("deployd_bench_floor", "DEPLOYD_BENCH_FLOOR_BIN", args.build_dir)
+    # The supervisor deployd starts for every attempt: deployd-supervise beside it, else itself.
+    supervisor = os.path.join(os.path.dirname(deployd), "deployd-supervise")
+    if not os.access(supervisor, os.X_OK):
+        supervisor = deployd
 
     print(f"throughput: {args.steps} steps of run: [/bin/true] + verify file:, "
           f"{args.runs} runs each; load average {benchlib.load_average()}", flush=True)
@@ -142,7 +146,7 @@ def main():
         per_step = round(r["step_events"] / args.steps)
         f = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp)
         floor_results.append(f)
-        s = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp, deployd)
+        s = floor_run(floor, args.steps, per_step, r["run_events"], args.tmp, supervisor)
         supervised_results.append(s)
         for name, x in (("floor ", f), ("floor+supervisor", s)):
             print(f"  {name} {i + 1}: {x['total_s']:.2f}s = {x['per_step_ms']:.2f} ms/step "

@@ -196,10 +196,28 @@ steps:
 
 class KillProtectionTest(DaemonTestCase):
     def test_kill_spares_the_parents_of_a_deployctl(self):
+        from harness import DEPLOYCTL_BIN
+        self.spares_the_parents_of(DEPLOYCTL_BIN)
+
+    def test_kill_spares_the_parents_of_an_installed_deployctl(self):
+        # As installed: deployd in PREFIX/sbin, deployctl in PREFIX/bin.
+        import shutil
+        from harness import DEPLOYCTL_BIN, DEPLOYD_BIN
+        prefix = os.path.join(self.d.dir, "usr")
+        for folder, binary in (("sbin", DEPLOYD_BIN), ("bin", DEPLOYCTL_BIN)):
+            os.makedirs(os.path.join(prefix, folder))
+            shutil.copy2(binary, os.path.join(prefix, folder))
+        self.d.stop()
+        # The harness starts DEPLOYD_BIN ARGS…: the launcher drops it for the installed copy.
+        self.d.launcher = ["sh", "-c", 'shift; exec "$0" "$@"',
+                           os.path.join(prefix, "sbin", "deployd")]
+        self.d.start()
+        self.spares_the_parents_of(os.path.join(prefix, "bin", "deployctl"))
+
+    def spares_the_parents_of(self, deployctl):
         # An operator's `timeout 600 deployctl watch …` (here a shell) has the pattern in its
         # command line; a process that really matches does not.
         import subprocess
-        from harness import DEPLOYCTL_BIN
         marker = unique_marker("kill-protect")
         target = subprocess.Popen(["sh", "-c", "sleep 1000; : " + marker], start_new_session=True)
         self.addCleanup(target.kill)
@@ -213,7 +231,7 @@ steps:
         waiting, _ = self.d.apply(plan, wait=False, check=0)
         env = dict(os.environ, DEPLOYD_SOCKET=self.d.socket)
         parent = subprocess.Popen(["sh", "-c", "%s watch %s >/dev/null; true; : %s"
-                                   % (DEPLOYCTL_BIN, waiting, marker)], env=env,
+                                   % (deployctl, waiting, marker)], env=env,
                                   start_new_session=True)
         self.addCleanup(parent.kill)
         wait_until(lambda: any(b"deployctl" in open("/proc/%d/cmdline" % c, "rb").read()

@@ -43,7 +43,8 @@ import systemd_host  # noqa: E402
 SKIP = 77
 MAN_PAGES = ["man1/deployctl.1.gz", "man8/deployd.8.gz", "man5/deployd.yaml.5.gz",
              "man5/deployd-plan.5.gz"]
-INSTALLED = ["usr/sbin/deployd", "usr/bin/deployctl", "usr/lib/systemd/system/deployd.service",
+INSTALLED = ["usr/sbin/deployd", "usr/bin/deployctl", "usr/libexec/deployd/deployd-supervise",
+             "usr/lib/systemd/system/deployd.service",
              "usr/lib/sysusers.d/deployd.conf", "etc/deployd/deployd.yaml",
              "usr/share/deployd/plan-v1.schema.json", "usr/share/doc/deployd/README.md",
              "usr/share/doc/deployd/examples/demo.yaml",
@@ -62,7 +63,7 @@ version: 1
 name: hello
 steps:
   - id: hello
-    run: [sh, -c, 'echo hello from $(cat /proc/1/comm)']
+    run: [sh, -c, 'echo hello from $(cat /proc/1/comm) under $(readlink /proc/$PPID/exe)']
 """
 
 
@@ -253,7 +254,8 @@ def test(root, deb, version):
     _, out, _ = root.run("cat > /tmp/hello.yaml <<'EOF'\n%sEOF\n"
                          "deployctl apply /tmp/hello.yaml --wait && deployctl logs hello-1 hello"
                          % PLAN)
-    check("run hello-1 succeeded" in out and "hello from systemd" in out,
+    check("run hello-1 succeeded" in out and
+          "hello from systemd under /usr/libexec/deployd/deployd-supervise" in out,
           "a run through the packaged service:\n" + out)
     check(os.path.isfile(root.path("var/lib/deployd/deployd.db")), "no /var/lib/deployd/deployd.db")
     print("systemctl enable --now deployd: active; a plan ran through it")
