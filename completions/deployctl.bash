@@ -1,10 +1,11 @@
 # bash completion for deployctl(1), the client of deployd.
 #
-# Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
-# step ids and plan names deployd knows: run ids and plan names from `deployctl runs --json`, a
-# run's step ids from `deployctl status RUN --json`, asked of the daemon that the command line
-# names (its --host and --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
-# complete to nothing and nothing is printed. Needs no bash-completion helpers.
+# Completes the commands, each command's flags, plan files (*.yaml, *.yml), the states of
+# `runs --state`, and the run and step ids and plan names deployd knows: run ids and plan names
+# from `deployctl runs --json`, a run's step ids from `deployctl status RUN --json`, asked of the
+# daemon that the command line names (its --host and --socket, else $DEPLOYD_SOCKET, else the
+# default). When deployd cannot be reached, ids complete to nothing and nothing is printed.
+# Needs no bash-completion helpers.
 # Installed as share/bash-completion/completions/deployctl.
 
 # The "id" strings (or those of key $2) of the JSON objects at nesting depth $1 on stdin: 2 for
@@ -46,8 +47,8 @@ _deployctl() {
   local prev=
   ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
   local program=${COMP_WORDS[0]}
-  local verbs="validate apply plan runs status watch logs why cancel retry skip pause resume"
-  verbs+=" approve dial-stdio rollout rollout-batch history metrics version"
+  local verbs="validate apply plan runs status show watch logs why cancel retry skip pause"
+  verbs+=" resume approve delete prune dial-stdio rollout rollout-batch history metrics version"
   local -a socket=()
   local verb= i=1 word
   COMPREPLY=()
@@ -94,8 +95,8 @@ _deployctl() {
     return 0
   fi
 
-  # After the command: its positionals so far (--var and --limit take a value), and the
-  # global options given there.
+  # After the command: its positionals so far (--var, --limit, … take a value; --plan of runs,
+  # not of show), and the global options given there.
   local -a positionals=()
   local skip=
   for ((i = i + 1; i < COMP_CWORD; i++)); do
@@ -110,13 +111,21 @@ _deployctl() {
         skip=1
         ;;
       --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch) skip=1 ;;
-      -i | --inventory) skip=1 ;;
+      -i | --inventory | --state | --since | --before | --older-than) skip=1 ;;
+      --plan) [[ $verb == runs ]] && skip=1 ;;
       -*) ;;
       *) positionals+=("$word") ;;
     esac
   done
   case $prev in
     --var | -l | --limit | --serial | --max-fail | --unreachable-after | --key | --batch | --host)
+      return 0
+      ;;
+    --since | --before | --older-than)
+      return 0
+      ;;
+    --state)
+      COMPREPLY=($(compgen -W "pending running paused waiting succeeded failed cancelled" -- "$cur"))
       return 0
       ;;
     --socket | --config)
@@ -136,8 +145,11 @@ _deployctl() {
     validate) flags+=" --var --json" ;;
     apply) flags+=" --var --wait --wait-lock --json" ;;
     plan) flags+=" --var --json" ;;
-    runs | status | why | watch | version | metrics) flags+=" --json" ;;
-    cancel | pause | resume | approve) flags+=" --json" ;;
+    runs) flags+=" --plan --state --since --limit --before --all --json" ;;
+    show) flags+=" --plan --json" ;;
+    prune) flags+=" --older-than --json" ;;
+    status | why | watch | version | metrics) flags+=" --json" ;;
+    cancel | pause | resume | approve | delete) flags+=" --json" ;;
     logs) flags+=" -f --follow -t --timestamps --json" ;;
     retry | skip) flags+=" --wait --json" ;;
     rollout)
@@ -153,9 +165,11 @@ _deployctl() {
   fi
 
   local want=
-  case $verb:${#positionals[@]} in
+  [[ $verb == runs && $prev == --plan ]] && want=plan_name
+  [[ -z $want ]] && case $verb:${#positionals[@]} in
     validate:* | apply:0 | plan:0 | rollout:0) want=plan ;;
     status:0 | watch:0 | why:0 | cancel:0 | pause:0 | resume:0) want=run ;;
+    show:0 | delete:0) want=run ;;
     logs:0 | retry:0 | skip:0 | approve:0) want=run ;;
     logs:1 | retry:1 | skip:1 | approve:1) want=step ;;
     history:0) want=plan_name ;;

@@ -1,10 +1,10 @@
 # fish completion for deployctl(1), the client of deployd.
 #
-# Completes the commands, each command's flags, plan files (*.yaml, *.yml), and the run and
-# step ids and plan names deployd knows: run ids and plan names from `deployctl runs --json`, a
-# run's step ids from `deployctl status RUN --json`, asked of the daemon that the command line names (its
-# --socket, else $DEPLOYD_SOCKET, else the default). When deployd cannot be reached, ids
-# complete to nothing and nothing is printed.
+# Completes the commands, each command's flags, plan files (*.yaml, *.yml), the states of
+# `runs --state`, and the run and step ids and plan names deployd knows: run ids and plan names
+# from `deployctl runs --json`, a run's step ids from `deployctl status RUN --json`, asked of the
+# daemon that the command line names (its --socket, else $DEPLOYD_SOCKET, else the default).
+# When deployd cannot be reached, ids complete to nothing and nothing is printed.
 # Installed as share/fish/vendor_completions.d/deployctl.fish.
 
 # The "id" strings (or those of key $argv[2]) of the JSON objects at nesting depth $argv[1] on
@@ -54,8 +54,11 @@ function __deployctl_parse
             case '--socket=*'
                 set socket --socket (string replace -- --socket= '' $t)
             case '--host=*'
-            case --var -i --inventory -l --limit --serial --max-fail --unreachable-after --key --batch
+            case --var -i --inventory -l --limit --serial --max-fail --unreachable-after --key --batch \
+                --state --since --before --older-than
                 set skip var
+            case --plan
+                test "$verb" = runs; and set skip var
             case '-*'
             case '*'
                 if test -z "$verb"
@@ -80,7 +83,8 @@ function __deployctl_wants --argument-names kind
             contains -- $verb validate; and return 0
             contains -- $verb apply plan rollout; and test $position = 1
         case run
-            contains -- $verb status watch why cancel pause resume logs retry skip approve
+            contains -- $verb status show watch why cancel pause resume logs retry skip approve \
+                delete
             and test $position = 1
         case step
             contains -- $verb logs retry skip approve; and test $position = 2
@@ -141,8 +145,8 @@ function __deployctl_plans
     end
 end
 
-set -l verbs validate apply plan runs status watch logs why cancel retry skip pause resume approve \
-    dial-stdio rollout rollout-batch history metrics version
+set -l verbs validate apply plan runs status show watch logs why cancel retry skip pause resume \
+    approve delete prune dial-stdio rollout rollout-batch history metrics version
 set -l top "not __fish_seen_subcommand_from $verbs"
 set -l after __fish_seen_subcommand_from
 complete -c deployctl -f
@@ -158,6 +162,7 @@ complete -c deployctl -n $top -a apply -d 'Start a run of a plan; prints the run
 complete -c deployctl -n $top -a plan -d 'Dry run: the resolved steps, and which checks pass now'
 complete -c deployctl -n $top -a runs -d 'List runs, newest first'
 complete -c deployctl -n $top -a status -d 'Show a run and its steps'
+complete -c deployctl -n $top -a show -d "Show a run's record; --plan: the plan's text as applied"
 complete -c deployctl -n $top -a watch -d 'Show a run live until it ends'
 complete -c deployctl -n $top -a logs -d "Print the output of a run's steps"
 complete -c deployctl -n $top -a why -d 'Show the evidence of a failed run'
@@ -167,6 +172,8 @@ complete -c deployctl -n $top -a skip -d 'Mark a step skipped and let its run go
 complete -c deployctl -n $top -a pause -d 'Start no new step until resumed'
 complete -c deployctl -n $top -a resume -d 'Let a paused run go on'
 complete -c deployctl -n $top -a approve -d 'Let an approval step that is waiting go on'
+complete -c deployctl -n $top -a delete -d 'Forget a finished run: its record, events and logs'
+complete -c deployctl -n $top -a prune -d 'Forget the runs that finished longer ago than a duration'
 complete -c deployctl -n $top -a dial-stdio -d "Join stdin and stdout to deployd's socket (for --host)"
 complete -c deployctl -n $top -a rollout -d 'Apply a plan across an Ansible inventory, in batches'
 complete -c deployctl -n $top -a rollout-batch -d "Drive one batch of a rollout (its steps run it)"
@@ -187,9 +194,17 @@ complete -c deployctl -n "$after rollout-batch" -l batch -x -d 'The batch, from 
 complete -c deployctl -n "$after apply" -l wait -d 'Show progress until the run ends; exit 1 if it fails'
 complete -c deployctl -n "$after apply" -l wait-lock -d 'Queue the run after the one holding the plan\'s lock'
 complete -c deployctl -n "$after retry skip" -l wait -d 'Show progress until the run ends'
-complete -c deployctl -n "$after plan status why history version" -l json -d 'Print one JSON object'
+complete -c deployctl -n "$after plan status show why history version" -l json -d 'Print one JSON object'
 complete -c deployctl -n "$after runs validate" -l json -d 'Print a JSON array'
-complete -c deployctl -n "$after apply cancel pause resume approve retry skip rollout" -l json -d 'Print what was done as JSON'
+complete -c deployctl -n "$after apply cancel pause resume approve retry skip rollout delete prune" -l json -d 'Print what was done as JSON'
+complete -c deployctl -n "$after runs" -l plan -x -a "(__deployctl_plan_names)" -d 'Only the runs of this plan'
+complete -c deployctl -n "$after runs" -l state -x -a 'pending running paused waiting succeeded failed cancelled' -d 'Only the runs in this state'
+complete -c deployctl -n "$after runs" -l since -x -d 'Only the runs created within the last DURATION'
+complete -c deployctl -n "$after runs" -l limit -x -d 'At most N, the newest'
+complete -c deployctl -n "$after runs" -l before -x -d 'Only the runs numbered below N'
+complete -c deployctl -n "$after runs" -l all -d 'Every run that matches'
+complete -c deployctl -n "$after show" -l plan -d "Then print the plan's text exactly as it was applied"
+complete -c deployctl -n "$after prune" -l older-than -x -d 'The runs that finished longer ago than this'
 complete -c deployctl -n "$after metrics" -l json -d 'Print the metric families as one JSON array'
 complete -c deployctl -n "$after watch" -l json -d 'Print the follow stream, one JSON object per line'
 complete -c deployctl -n "$after logs" -s f -l follow -d "Print STEP's output as it grows"

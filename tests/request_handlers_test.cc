@@ -12,131 +12,21 @@
 #include <filesystem>
 
 #include "control/answer_streams.h"
+#include "control_test_daemon.h"
 #include "deployd/protocol.h"
 #include "protocol/answer.h"
 #include "protocol/follow_stream.h"
 
 using namespace deployd;
+using deployd::testing::Daemon;
+using deployd::testing::Error;
+using deployd::testing::kApproval;
+using deployd::testing::kFailing;
+using deployd::testing::kTwoSteps;
 namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
-
-const char* kTwoSteps = R"(version: 1
-name: two
-steps:
-  - id: hello
-    run: echo hello from the first step
-  - id: second
-    run: "true"
-)";
-
-const char* kFailing = R"(version: 1
-name: failing
-steps:
-  - id: fetch
-    run: [sh, -c, "echo fetching; exit 3"]
-)";
-
-const char* kApproval = R"(version: 1
-name: gated
-steps:
-  - id: prepare
-    run: "true"
-  - id: confirm
-    approval: the dashboard is green
-  - id: finish
-    run: "true"
-)";
-
-// A daemon without its socket: the store, the run manager, the io_context they run on.
-class Daemon {
- public:
-  Daemon() {
-    char pattern[] = "/tmp/deployd_request_handlers_test.XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    dir_ = pattern;
-    Result<std::unique_ptr<RunStore>> store = RunStore::Open(dir_ + "/deployd.db");
-    REQUIRE(store.ok());
-    store_ = std::move(store.value());
-    RunManagerOptions options;
-    options.state_dir = dir_;
-    options.supervisor_exe = DEPLOYD_TEST_BIN;  // every action runs under the real supervisor
-    runs_ = std::make_unique<RunManager>(io_.get_executor(), *store_, options);
-  }
-  ~Daemon() {
-    runs_->Shutdown();
-    runs_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  RequestContext Context() { return {*runs_, *store_, "alice (uid 1000)"}; }
-  asio::io_context& io() { return io_; }
-
-  // A request line answered as ControlServer answers it (neither a stream nor `plan`).
-  json::object AskLine(const std::string& line) {
-    Result<json::object> request = DecodeRequest(line);
-    if (!request.ok()) return ErrorAnswer(request.status().message());
-    RequestContext context = Context();
-    std::optional<json::object> answer;
-    if (RequestOp(request.value()) == "apply") {
-      // The server sends the answer before the run's first step can start: so does this.
-      asio::co_spawn(io_, HandleApply(context, request.value()),
-                     [&](std::exception_ptr, json::object a) {
-                       answer = std::move(a);
-                       io_.stop();
-                     });
-    } else {
-      Answer(context, request.value(), [&](json::object a) { answer = std::move(a); });
-    }
-    RunUntil([&] { return answer.has_value(); });
-    return *answer;
-  }
-  json::object Ask(json::object request) {
-    request["v"] = kProtocolVersion;
-    return AskLine(json::serialize(request));
-  }
-
-  std::string Apply(const std::string& plan_text) {
-    json::object answer = Ask({{"op", "apply"}, {"plan_text", plan_text}, {"plan_file", "p.yaml"}});
-    REQUIRE(answer.at("ok") == true);
-    return std::string(answer.at("run").as_string());
-  }
-
-  std::string RunState(const std::string& run) {
-    json::object answer = Ask({{"op", "status"}, {"run", run}});
-    REQUIRE(answer.at("ok") == true);
-    return std::string(answer.at("run").at("state").as_string());
-  }
-
-  // Runs the io_context until `done` holds (at most 20 s).
-  template <typename Done>
-  void RunUntil(Done done) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      io_.restart();
-      io_.run_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(done());
-  }
-  // A run that has finished has also left the run manager's memory (which is posted).
-  void RunUntilState(const std::string& run, const std::string& state) {
-    bool finished = state == "succeeded" || state == "failed" || state == "cancelled";
-    RunUntil([&] { return RunState(run) == state && (!finished || runs_->active_runs() == 0); });
-  }
-
- private:
-  std::string dir_;
-  asio::io_context io_;
-  std::unique_ptr<RunStore> store_;
-  std::unique_ptr<RunManager> runs_;
-};
-
-std::string Error(const json::object& answer) {
-  REQUIRE(answer.at("ok") == false);
-  return std::string(answer.at("error").as_string());
-}
 
 std::string Refusal(const StreamAnswer& answer) {
   REQUIRE(std::holds_alternative<json::object>(answer));

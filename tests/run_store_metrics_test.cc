@@ -4,19 +4,14 @@
 #include <map>
 
 #include "store/run_store.h"
+#include "store_test_support.h"
 #include "test_support.h"
 
 using namespace deployd;
+using deployd::testing::MustOpen;
 using deployd::testing::TempDir;
 
 namespace {
-
-std::unique_ptr<RunStore> MustOpen(const std::string& path) {
-  auto store = RunStore::Open(path);
-  INFO((store.ok() ? std::string() : store.status().message()));
-  REQUIRE(store.ok());
-  return std::move(store.value());
-}
 
 // A run of `plan` with steps a, b, c.
 std::string Create(RunStore& store, const std::string& plan) {

@@ -18,10 +18,12 @@
 #include <set>
 #include <thread>
 
+#include "store_test_support.h"
 #include "test_support.h"
 
 using namespace deployd;
 
+using deployd::testing::MustOpen;
 using deployd::testing::ReadFile;
 using deployd::testing::TempDir;
 
@@ -49,13 +51,6 @@ bool Exists(const std::string& path) {
 void RemoveSideFiles(const std::string& path) {
   std::remove((path + "-wal").c_str());
   std::remove((path + "-shm").c_str());
-}
-
-std::unique_ptr<RunStore> MustOpen(const std::string& path) {
-  auto store = RunStore::Open(path);
-  INFO((store.ok() ? std::string() : store.status().message()));
-  REQUIRE(store.ok());
-  return std::move(store.value());
 }
 
 // A second, plain SQLite connection, to look at the file behind the store's back.
@@ -467,7 +462,7 @@ TEST_CASE("Open sets WAL, synchronous=FULL and foreign keys", "[run_store]") {
   CHECK_FALSE(store->ReadPragma("synchronous = OFF").ok());
   CHECK(raw.Query("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE "
                   "type = 'table' ORDER BY name)") ==
-        "events,plan_totals,runs,step_duration_bounds,step_durations,steps");
+        "events,plan_totals,run_numbers,runs,step_duration_bounds,step_durations,steps");
 }
 
 TEST_CASE("the event log refuses updates and deletes", "[run_store]") {
@@ -527,14 +522,15 @@ TEST_CASE("a newer schema is refused and left untouched", "[run_store]") {
   { MustOpen(path); }
   {
     RawDb raw(path);
-    REQUIRE(raw.Query("PRAGMA user_version = 7").empty());
+    REQUIRE(
+        raw.Query("PRAGMA user_version = " + std::to_string(RunStore::kSchemaVersion + 1)).empty());
   }
   const std::string before = ReadBytes(path);
   auto store = RunStore::Open(path);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().message() ==
-        path + ": schema version 7 is newer than this deployd understands (" +
-            std::to_string(RunStore::kSchemaVersion) +
+        path + ": schema version " + std::to_string(RunStore::kSchemaVersion + 1) +
+            " is newer than this deployd understands (" + std::to_string(RunStore::kSchemaVersion) +
             "); run a newer "
             "deployd or move the file away");
   CHECK(ReadBytes(path) == before);
@@ -978,7 +974,8 @@ TEST_CASE("a version 1 database is migrated to the current version and keeps its
   launch.due_at_ms = 1'700'000'020'000;
   MustCommit(*store, StepTransition("old-3", launch, StepState::kPending, 1'700'000'011'000));
   CHECK(MustLoad(*store, "old-3").steps[1].due_at_ms == 1'700'000'020'000);
-  CHECK(MustCreate(*store, DemoRun("old")) == "old-4");
+  CHECK(MustLoad(*store, "old-3").applied_by.empty());   // version 7's column
+  CHECK(MustCreate(*store, DemoRun("old")) == "old-4");  // numbered after the migrated runs
   CHECK(MustEvents(*store, "old-3").size() == 5);
 
   RawDb raw(path);

@@ -12,9 +12,11 @@
 
 #include "store/run_store.h"
 #include "store/state_dir.h"
+#include "store_test_support.h"
 #include "test_support.h"
 
 using namespace deployd;
+using deployd::testing::MustOpen;
 using deployd::testing::TempDir;
 
 namespace {
@@ -39,13 +41,6 @@ Transition Running(const std::string& run_id) {
   t.event.kind = "run.state";
   t.event.state = "running";
   return t;
-}
-
-std::unique_ptr<RunStore> MustOpen(const std::string& path) {
-  auto store = RunStore::Open(path);
-  INFO((store.ok() ? std::string() : store.status().message()));
-  REQUIRE(store.ok());
-  return std::move(store.value());
 }
 
 }  // namespace

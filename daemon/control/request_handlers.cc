@@ -9,6 +9,7 @@
 #include "control/metrics_report.h"
 #include "control/plan_parsing.h"
 #include "control/plan_preview.h"
+#include "control/run_records.h"
 #include "deployd/protocol.h"
 #include "engine/wire_records.h"
 #include "protocol/answer.h"
@@ -63,6 +64,11 @@ LogPart ReadTail(const std::string& path) {
   return part;
 }
 
+bool IsTrue(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_bool() && v->as_bool();
+}
+
 json::object StatusAnswer(const Status& s) {
   return s.ok() ? OkAnswer() : ErrorAnswer(s.message());
 }
@@ -70,7 +76,8 @@ json::object StatusAnswer(const Status& s) {
 // The ops that name a run, answered once "run" is there.
 bool NeedsRun(const std::string& op) {
   return op == "status" || op == "logs" || op == "cancel" || op == "retry" || op == "skip" ||
-         op == "approve" || op == "pause" || op == "resume" || op == "why";
+         op == "approve" || op == "pause" || op == "resume" || op == "why" || op == "show" ||
+         op == "delete";
 }
 
 // An idempotency key, "" when the request has none: printable text, and not too long to be
@@ -154,7 +161,8 @@ namespace {
 json::object AnswerNow(RequestContext& context, const json::object& request) {
   const std::string op = RequestOp(request);
   if (op == "ping") return HandlePing();
-  if (op == "runs") return HandleRuns(context);
+  if (op == "runs") return HandleRuns(context, request);
+  if (op == "prune") return HandlePrune(context, request);
   if (op == "status" && !request.contains("run") && request.contains("key"))
     return StatusByKey(context, request);
   if (op == "history") return HandleHistory(context, request);
@@ -164,6 +172,8 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
   if (!run_field) return ErrorAnswer("bad request: " + op + " needs \"run\"");
   const std::string run(*run_field);
   const json::string* step = StringField(request, "step");
+  if (op == "show") return HandleShow(context, run, IsTrue(request, "plan_text"));
+  if (op == "delete") return HandleDelete(context, run);
   if (op == "pause") return HandlePause(context, run);
   if (op == "resume") return HandleResume(context, run);
   if (op == "retry") return HandleRetry(context, run, step ? std::string(*step) : "");
@@ -171,9 +181,7 @@ json::object AnswerNow(RequestContext& context, const json::object& request) {
     return ErrorAnswer("bad request: " + op + " needs \"step\"");
   if (op == "approve") return HandleApprove(context, run, std::string(*step));
   if (op == "skip") return HandleSkip(context, run, std::string(*step));
-  const json::value* timestamps = request.if_contains("timestamps");
-  return AnswerRead(context, op, run, step,
-                    timestamps && timestamps->is_bool() && timestamps->as_bool());
+  return AnswerRead(context, op, run, step, IsTrue(request, "timestamps"));
 }
 
 }  // namespace
@@ -198,9 +206,9 @@ asio::awaitable<json::object> HandleApply(RequestContext& context, json::object 
   Result<std::string> key = DecodeKey(request, "apply");
   if (!key.ok()) co_return ErrorAnswer(key.status().message());
   ParseResult parsed = co_await ParsePlanAside(plan->text, plan->file, plan->vars);
-  ApplyResult r =
-      context.runs.Apply(std::move(parsed), plan->text, plan->file, plan->vars,
-                         wait_lock && wait_lock->is_bool() && wait_lock->as_bool(), key.value());
+  ApplyResult r = context.runs.Apply(std::move(parsed), plan->text, plan->file, plan->vars,
+                                     wait_lock && wait_lock->is_bool() && wait_lock->as_bool(),
+                                     key.value(), context.peer);
   if (!r.status.ok()) {
     json::object o = ErrorAnswer(r.status.message());
     if (!r.diagnostics.empty()) {
@@ -216,26 +224,16 @@ asio::awaitable<json::object> HandleApply(RequestContext& context, json::object 
   co_return o;
 }
 
-json::object HandleRuns(RequestContext& context) {
-  Result<std::vector<RunRecord>> list = context.store.ListRuns(true);
-  if (!list.ok()) return ErrorAnswer(list.status().message());
-  json::array a;
-  for (const auto& r : list.value()) a.push_back(RunToJson(r));
-  json::object o = OkAnswer();
-  o["runs"] = std::move(a);
-  return o;
-}
-
 void HandleCancel(RequestContext& context, const std::string& run, Reply reply) {
-  context.runs.Cancel(run, [reply](Status s) { reply(StatusAnswer(s)); });
+  context.runs.Cancel(run, context.peer, [reply](Status s) { reply(StatusAnswer(s)); });
 }
 
 json::object HandlePause(RequestContext& context, const std::string& run) {
-  return StatusAnswer(context.runs.Pause(run));
+  return StatusAnswer(context.runs.Pause(run, context.peer));
 }
 
 json::object HandleResume(RequestContext& context, const std::string& run) {
-  return StatusAnswer(context.runs.Resume(run));
+  return StatusAnswer(context.runs.Resume(run, context.peer));
 }
 
 json::object HandleApprove(RequestContext& context, const std::string& run,
@@ -244,11 +242,11 @@ json::object HandleApprove(RequestContext& context, const std::string& run,
 }
 
 json::object HandleRetry(RequestContext& context, const std::string& run, const std::string& step) {
-  return StatusAnswer(context.runs.Retry(run, step));
+  return StatusAnswer(context.runs.Retry(run, step, context.peer));
 }
 
 json::object HandleSkip(RequestContext& context, const std::string& run, const std::string& step) {
-  return StatusAnswer(context.runs.Skip(run, step));
+  return StatusAnswer(context.runs.Skip(run, step, context.peer));
 }
 
 json::object HandleStatus(RequestContext& context, const RunRecord& run) {

@@ -25,7 +25,7 @@ namespace deployd {
 struct RequestContext {
   RunManager& runs;
   RunStore& store;
-  std::string peer;  // "alice (uid 1000)": who approved a step, for its record
+  std::string peer;  // "alice (uid 1000)": who asked, for the records of what they did
 };
 
 // A request line as a JSON object, with a protocol version this daemon speaks and an "op";
@@ -45,9 +45,9 @@ Result<PlanSubmission> DecodePlanSubmission(const boost::json::object& request,
                                             const std::string& op);
 
 // The answer to every request that is neither a stream nor `apply` or `plan` (which are
-// coroutines, below), by its "op", given to `reply` — at once, or for `cancel` once the run is
-// cancelled (every process of it gone). An op this daemon does not know is refused ("bad
-// request: unknown op 'x'").
+// coroutines, below), by its "op" (`runs`, `show`, `delete` and `prune`: run_records.h), given to
+// `reply` — at once, or for `cancel` once the run is cancelled (every process of it gone). An op
+// this daemon does not know is refused ("bad request: unknown op 'x'").
 using Reply = std::function<void(boost::json::object answer)>;
 void Answer(RequestContext& context, const boost::json::object& request, Reply reply);
 
@@ -57,7 +57,6 @@ boost::json::object HandlePing();
 // sends it at once, before it yields).
 boost::asio::awaitable<boost::json::object> HandleApply(RequestContext& context,
                                                         boost::json::object request);
-boost::json::object HandleRuns(RequestContext& context);
 // The operator's commands: "run" (and "step" where the command needs one) are checked by
 // Answer().
 void HandleCancel(RequestContext& context, const std::string& run, Reply reply);

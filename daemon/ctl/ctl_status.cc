@@ -1,5 +1,5 @@
-// deployctl runs and status: the list of runs, and one run with its steps, as tables (or the
-// JSON deployd answered with).
+// deployctl runs and status: the list of runs (ctl_records.cc asks for them), and one run with
+// its steps, as tables (or the JSON deployd answered with).
 #include <algorithm>
 #include <boost/json.hpp>
 #include <iostream>
@@ -76,17 +76,10 @@ void PrintRun(const WireRun& run) {
   std::cout.flush();
 }
 
-}  // namespace
-
-int ListRuns(Client& client, bool json_out) {
-  json::object answer = client.Call({{"op", "runs"}});
-  if (json_out) {
-    std::cout << json::serialize(answer["runs"]) << "\n";
-    return kExitOk;
-  }
+void PrintRuns(const json::array& listed) {
   std::vector<WireRun> runs;
   size_t longest_run = 3, longest_plan = 4;
-  for (const auto& rv : answer["runs"].as_array()) {
+  for (const auto& rv : listed) {
     runs.push_back(DecodeRun(rv.as_object()));
     longest_run = std::max(longest_run, TextWidth(runs.back().id));
     longest_plan = std::max(longest_plan, TextWidth(runs.back().plan));
@@ -112,6 +105,20 @@ int ListRuns(Client& client, bool json_out) {
         << Row({{r.id, id}, {r.plan, plan}, {r.state, 10}, {When(r.created_at_ms, now), kCreated}},
                r.reason, 2)
         << "\n";
+}
+
+}  // namespace
+
+int ListRuns(Client& client, const RunsQuery& query, bool json_out) {
+  RunsFound found = FindRuns(client, query);
+  if (json_out) {
+    std::cout << json::serialize(found.runs) << "\n";
+  } else {
+    PrintRuns(found.runs);
+  }
+  // How to see more goes to stderr, after the list: what a script reads stays the list.
+  std::cout.flush();
+  if (found.next) std::cerr << MoreRunsHint(query, found.next) << "\n";
   return kExitOk;
 }
 

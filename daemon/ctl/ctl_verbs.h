@@ -4,7 +4,9 @@
 #ifndef DEPLOYD_CTL_CTL_VERBS_H_
 #define DEPLOYD_CTL_CTL_VERBS_H_
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,9 +37,46 @@ struct ApplyOptions {
 // Starts a run of the plan and prints its id first (--json: {"run"}); --wait follows it.
 int ApplyPlan(Client& client, const CheckedPlan& plan, const ApplyOptions& options);
 
+// What `runs` was given, as typed; RunsFilter() checks it.
+struct RunsOptions {
+  std::string plan;
+  std::string state;
+  std::string since;  // a duration: created within the last SINCE
+  std::string limit;
+  std::string before;  // a run number: the runs numbered below it
+  bool all = false;
+};
+// Which runs to list: the filters checked (a refusal ends deployctl with exit status 2 before
+// deployd is asked), `since` as a time (deployctl's clock).
+struct RunsQuery {
+  RunsOptions typed;
+  std::int64_t since_ms = 0;
+  std::int64_t limit = 0;  // 0: every run that matches
+  std::int64_t before = 0;
+};
+RunsQuery RunsFilter(const RunsOptions& options);
+// The runs of `query`, newest first, asked a page at a time (ctl_records.cc); `next`: where
+// more begin (0: none left), when `query` has a limit that they go beyond.
+struct RunsFound {
+  boost::json::array runs;
+  std::int64_t next = 0;
+};
+RunsFound FindRuns(Client& client, const RunsQuery& query);
+// "deployctl: 20 runs shown; the next 20: `deployctl runs --limit 20 --before 41` …".
+std::string MoreRunsHint(const RunsQuery& query, std::int64_t next);
+
 // runs and status (ctl_status.cc).
-int ListRuns(Client& client, bool json);
+int ListRuns(Client& client, const RunsQuery& query, bool json);
 int ShowStatus(Client& client, const std::string& run_id, bool json);
+
+// show, delete and prune (ctl_records.cc): a run's record (and with `plan` the plan text it was
+// applied with), and forgetting finished runs as deployd's `retention` does.
+int ShowRun(Client& client, const std::string& run_id, bool plan, bool json);
+int DeleteRun(Client& client, const std::string& run_id, bool json);
+// The milliseconds of prune's --older-than, a duration; a refusal ends deployctl with exit
+// status 2 before deployd is asked.
+std::int64_t PruneAge(const std::string& older_than);
+int Prune(Client& client, const std::string& older_than, std::int64_t older_than_ms, bool json);
 
 // An operator's command: cancel, pause, resume, approve, retry, skip (ctl_commands.cc). Prints
 // what was done, or with --json {"op", "run", "step"?, "state"} (the run's state after it);

@@ -40,6 +40,9 @@ struct Args {
   bool timestamps = false;
   std::string plan_name;
   int limit = 20;
+  RunsOptions runs;
+  bool show_plan = false;
+  std::string older_than;
   RolloutOptions rollout;
   std::string key;
   std::string batch;
@@ -168,6 +171,37 @@ int RunWhy(Client& client, Args& a) {
   return Why(client, a.run_id, a.json_out);
 }
 
+void RunsFlags(CLI::App& v, Args& a) {
+  RunsOptions& o = a.runs;
+  v.add_option("--plan", o.plan, "only the runs of this plan (its name:, not its file)")
+      ->type_name("PLAN_NAME");
+  v.add_option("--state", o.state,
+               "only the runs in this state: pending, running, paused, waiting, succeeded, "
+               "failed or cancelled")
+      ->type_name("STATE");
+  v.add_option("--since", o.since, "only the runs created within the last DURATION (2h, 7d)")
+      ->type_name("DURATION");
+  v.add_option("--limit", o.limit, "at most N, the newest (then says how to see the next ones)")
+      ->type_name("N");
+  v.add_option("--before", o.before, "only the runs numbered below N (demo-41 is 41)")
+      ->type_name("N");
+  v.add_flag("--all", o.all, "every run that matches (what runs lists without --limit)");
+  JsonFlag(v, a, "print a JSON array of runs as status --json");
+}
+
+// Usage errors are found before deployd is asked.
+int RunRuns(Args& a) {
+  RunsQuery query = RunsFilter(a.runs);
+  Client client(a.Where());
+  return ListRuns(client, query, a.json_out);
+}
+
+int RunPrune(Args& a) {
+  std::int64_t older_than_ms = PruneAge(a.older_than);
+  Client client(a.Where());
+  return Prune(client, a.older_than, older_than_ms, a.json_out);
+}
+
 int RunRollout(Args& a) {
   if (a.json_out && a.rollout.wait)
     Die(kExitUsage,
@@ -213,12 +247,12 @@ const Verb kVerbs[] = {
      RunPlan, "  deployctl plan plans/kimi-k2.5-nvfp4.yaml --var model_dir=/srv/kimi",
      "Exit status: 0 preflight passes now, 1 a preflight check fails now, 2 an invalid plan,\n"
      "3 deployd cannot be reached."},
-    {"runs", "list runs, newest first", Reach::kAny,
-     [](CLI::App& v, Args& a) { JsonFlag(v, a, "print a JSON array of runs as status --json"); },
-     Connected([](Client& c, Args& a) { return ListRuns(c, a.json_out); }),
-     "  deployctl runs\n"
+    {"runs", "list runs, newest first", Reach::kAny, RunsFlags, RunRuns,
+     "  deployctl runs --state failed --since 7d\n"
+     "  deployctl runs --plan demo --limit 20     (then: the command that shows the next 20)\n"
      "  deployctl runs --json | jq -r '.[] | select(.state == \"failed\") | .id'",
-     "Exit status: 0, or 3 when deployd cannot be reached."},
+     "Exit status: 0, 2 a bad filter (a state that is none, a bad duration, ...), 3 deployd\n"
+     "cannot be reached."},
     {"status", "show a run and its steps", Reach::kAny,
      [](CLI::App& v, Args& a) { RunAndJson(v, a, "print one JSON object"); },
      Connected([](Client& c, Args& a) { return ShowStatus(c, a.run_id, a.json_out); }),
@@ -226,6 +260,18 @@ const Verb kVerbs[] = {
      "  deployctl status demo-3 --json | jq '.steps[] | {id, state}'",
      "Exit status: 0 the run succeeded or is still going, 1 it failed or was cancelled,\n"
      "2 no such run, 3 deployd cannot be reached."},
+    {"show", "show a run's record: its plan, who applied it, its vars; --plan: the plan's text",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       RunArg(v, a);
+       v.add_flag("--plan", a.show_plan, "then print the plan's text exactly as it was applied");
+       JsonFlag(v, a, "print one JSON object (with --plan, its \"plan_text\" too)");
+     },
+     Connected([](Client& c, Args& a) { return ShowRun(c, a.run_id, a.show_plan, a.json_out); }),
+     "  deployctl show demo-3\n"
+     "  deployctl show demo-3 --plan\n"
+     "  deployctl show demo-3 --plan --json | jq -r .plan_text > demo-3.yaml",
+     "Exit status: 0, 2 no such run, 3 deployd cannot be reached."},
     {"watch", "show a run live until it ends", Reach::kAny,
      [](CLI::App& v, Args& a) {
        RunAndJson(v, a, "print the follow stream: one JSON object per line");
@@ -297,6 +343,26 @@ const Verb kVerbs[] = {
      },
      Steer("approve"), "  deployctl approve kimi-1 confirm-traffic-drained",
      "Exit status: 0 approved, 2 refused (the step is not waiting), 3 deployd cannot be "
+     "reached."},
+    {"delete", "forget a finished run: its record, events and logs", Reach::kAny,
+     [](CLI::App& v, Args& a) { RunAndJson(v, a, "print {\"op\", \"deleted\", \"count\"}"); },
+     Connected([](Client& c, Args& a) { return DeleteRun(c, a.run_id, a.json_out); }),
+     "  deployctl delete demo-3",
+     "Exit status: 0 deleted, 2 refused (no such run, or it has not finished), 3 deployd\n"
+     "cannot be reached."},
+    {"prune", "forget the runs that finished longer ago than a duration, as retention does",
+     Reach::kAny,
+     [](CLI::App& v, Args& a) {
+       v.add_option("--older-than", a.older_than,
+                    "the runs that finished longer ago than this duration (e.g. 30d, 12h)")
+           ->required()
+           ->type_name("DURATION");
+       JsonFlag(v, a, "print {\"op\", \"older_than\", \"deleted\", \"count\"}");
+     },
+     RunPrune,
+     "  deployctl prune --older-than 30d\n"
+     "  deployctl prune --older-than 7d --json | jq -r '.deleted[]'",
+     "Exit status: 0 (also when no run was old enough), 2 a bad duration, 3 deployd cannot be\n"
      "reached."},
     {"dial-stdio", "join stdin and stdout to deployd's socket (what --host runs on the host)",
      Reach::kLocal, [](CLI::App&, Args&) {}, [](Args& a) { return DialStdio(a.Socket()); },

@@ -74,6 +74,7 @@ struct ActiveRun {
   bool preflight_done = false;
   bool stopping = false;    // deployd is shutting down: nothing new starts
   bool cancelling = false;  // nothing new starts; cancelled once every attempt is gone
+  std::string cancelled_by = "by operator";  // who asked, in the reasons: "by alice (uid 1000)"
   std::vector<std::function<void(Status)>> cancel_waiters;
   std::shared_ptr<RunningChecks> preflight_checks;
 };

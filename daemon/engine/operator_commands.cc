@@ -1,7 +1,8 @@
 // RunManager: the operator's commands (deployctl cancel, pause, resume, retry, skip, approve).
 // Each is refused with a message for the operator when it makes no sense for the run as it
 // stands; otherwise it is an event for the steps (StepEvent::kCancel, kOperatorSkip, …) or a
-// new state for the run, committed like any other.
+// new state for the run, committed like any other, its reason naming who asked ("cancelled by
+// alice (uid 1000)"): the audit is the event log itself, written in the same transaction.
 #include <boost/asio/cancellation_signal.hpp>
 
 #include "engine/active_run.h"
@@ -53,7 +54,8 @@ StepEventInfo Because(std::string reason) {
 
 }  // namespace
 
-void RunManager::Cancel(const std::string& run_id, std::function<void(Status)> done) {
+void RunManager::Cancel(const std::string& run_id, const std::string& by,
+                        std::function<void(Status)> done) {
   if (Status s = RefuseWhileBlocked(); !s.ok()) return done(s);
   ActiveRun* run = Find(run_id);
   if (!run) {
@@ -66,11 +68,12 @@ void RunManager::Cancel(const std::string& run_id, std::function<void(Status)> d
   run->cancel_waiters.push_back(std::move(done));
   if (run->cancelling) return;  // a cancel in progress: answered with it
   run->cancelling = true;
+  run->cancelled_by = By(by);
   if (run->preflight_checks) run->preflight_checks->Cancel();
   // Each step is cancelled; one whose attempt is alive only once its processes are gone.
   for (size_t i = 0; i < run->live.size(); ++i) {
     if (IsTerminal(run->record.steps[i].state)) continue;
-    Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled by operator"),
+    Dispatch(run_id, i, StepEvent::kCancel, Because("cancelled " + run->cancelled_by),
              EventSource::kOperator, 0);
   }
   if (ActiveRun* r = Find(run_id)) MaybeFinishCancel(*r);
@@ -82,7 +85,7 @@ void RunManager::MaybeFinishCancel(ActiveRun& run) {
   for (const LiveStep& live : run.live)
     if (live.pending_stop || live.orphans) return;
   // Answered once "cancelled" is recorded, however long the store makes that wait.
-  Finish(run, RunState::kCancelled, "cancelled by operator", "", [](ActiveRun& r) {
+  Finish(run, RunState::kCancelled, "cancelled " + run.cancelled_by, "", [](ActiveRun& r) {
     std::vector<std::function<void(Status)>> waiters = std::move(r.cancel_waiters);
     r.cancel_waiters.clear();
     for (auto& done : waiters) done(Status::Ok());
@@ -104,7 +107,8 @@ Status RunManager::Reopen(ActiveRun& run, size_t from, const std::string& why) {
   return Status::Ok();
 }
 
-Status RunManager::Retry(const std::string& run_id, const std::string& step_id) {
+Status RunManager::Retry(const std::string& run_id, const std::string& step_id,
+                         const std::string& by) {
   if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   if (Find(run_id)) return Status::Error("run " + run_id + " is still running");
   Result<RunRecord> record =
@@ -123,10 +127,11 @@ Status RunManager::Retry(const std::string& run_id, const std::string& step_id) 
   ActiveRun& r = *run.value();
   if (!step_id.empty())
     Dispatch(run_id, from, StepEvent::kOperatorRetry, {}, EventSource::kOperator, 0);
-  return Reopen(r, from, step_id.empty() ? "retry requested" : "retry from " + step_id);
+  return Reopen(r, from, (step_id.empty() ? "retried " : "retried from " + step_id + " ") + By(by));
 }
 
-Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
+Status RunManager::Skip(const std::string& run_id, const std::string& step_id,
+                        const std::string& by) {
   if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   if (ActiveRun* run = Find(run_id)) {
     auto index = StepIndex(run->record, step_id);
@@ -135,7 +140,7 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
     if (s != StepState::kPending && s != StepState::kWaiting)
       return Status::Error("step " + step_id + " is " + std::string(ToString(s)) +
                            "; only a step that has not started, or has failed, can be skipped");
-    Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
+    Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped " + By(by)),
              EventSource::kOperator, 0);
     return Status::Ok();
   }
@@ -149,9 +154,9 @@ Status RunManager::Skip(const std::string& run_id, const std::string& step_id) {
     return Status::Error("step " + step_id + " is already " + std::string(ToString(s)));
   Result<ActiveRun*> run = Activate(record.value());
   if (!run.ok()) return run.status();
-  Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped by operator"),
+  Dispatch(run_id, *index, StepEvent::kOperatorSkip, Because("skipped " + By(by)),
            EventSource::kOperator, 0);
-  return Reopen(*run.value(), *index, "skipped " + step_id);
+  return Reopen(*run.value(), *index, "skipped " + step_id + " " + By(by));
 }
 
 Status RunManager::Approve(const std::string& run_id, const std::string& step_id,
@@ -172,7 +177,7 @@ Status RunManager::Approve(const std::string& run_id, const std::string& step_id
   return Status::Ok();
 }
 
-Status RunManager::Pause(const std::string& run_id) {
+Status RunManager::Pause(const std::string& run_id, const std::string& by) {
   if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   ActiveRun* run = Find(run_id);
   if (!run) return NotActive(store_, run_id, "only a running run can be paused");
@@ -184,7 +189,7 @@ Status RunManager::Pause(const std::string& run_id) {
       return Status::Error("run " + run_id + " is waiting for approval of step " + s.id +
                            "; nothing starts until it is approved");
   }
-  std::string reason = "paused by operator";
+  std::string reason = "paused " + By(by);
   for (size_t i = 0; i < record.steps.size(); ++i) {
     const StepRecord& s = record.steps[i];
     if (s.state == StepState::kRunning || s.state == StepState::kVerifying ||
@@ -198,7 +203,7 @@ Status RunManager::Pause(const std::string& run_id) {
   return Status::Ok();
 }
 
-Status RunManager::Resume(const std::string& run_id) {
+Status RunManager::Resume(const std::string& run_id, const std::string& by) {
   if (Status s = RefuseWhileBlocked(); !s.ok()) return s;
   ActiveRun* run = Find(run_id);
   if (!run) return NotActive(store_, run_id, "only a paused run can be resumed");
@@ -210,7 +215,7 @@ Status RunManager::Resume(const std::string& run_id) {
     SyncWaiting(r);
     Advance(r);
   };
-  if (!CommitRunState(*run, RunState::kRunning, "resumed by operator", "", go_on) && !Retrying())
+  if (!CommitRunState(*run, RunState::kRunning, "resumed " + By(by), "", go_on) && !Retrying())
     return Status::Error("cannot record");
   return Status::Ok();
 }

@@ -12,7 +12,6 @@
 #include "engine/check_sequence.h"
 #include "plan/plan_parser.h"
 #include "util/clock.h"
-#include "util/units.h"
 
 namespace deployd {
 
@@ -106,14 +105,15 @@ RunRecord NewRunRecord(const Plan& plan, const std::string& plan_text, const std
 
 ApplyResult RunManager::Apply(const std::string& plan_text, const std::string& plan_file,
                               const std::map<std::string, std::string>& vars, bool wait_lock,
-                              const std::string& key) {
-  return Apply(ParsePlan(plan_text, plan_file, vars), plan_text, plan_file, vars, wait_lock, key);
+                              const std::string& key, const std::string& applied_by) {
+  return Apply(ParsePlan(plan_text, plan_file, vars), plan_text, plan_file, vars, wait_lock, key,
+               applied_by);
 }
 
 ApplyResult RunManager::Apply(ParseResult parsed, const std::string& plan_text,
                               const std::string& plan_file,
                               const std::map<std::string, std::string>& vars, bool wait_lock,
-                              const std::string& key) {
+                              const std::string& key, const std::string& applied_by) {
   ApplyResult result;
   if (Status s = RefuseWhileBlocked(); !s.ok()) {
     result.status = s;
@@ -152,6 +152,7 @@ ApplyResult RunManager::Apply(ParseResult parsed, const std::string& plan_text,
   }
   RunRecord record = NewRunRecord(*parsed.plan, plan_text, plan_file, vars);
   record.key = key;
+  record.applied_by = applied_by;
   if (holder)
     record.reason =
         "waiting for lock '" + parsed.plan->lock + "' (held by run " + holder->record.id + ")";
@@ -214,10 +215,14 @@ void RunManager::ResumeAfterRestart(ActiveRun& run) {
   // A cancel that a restart interrupted goes on: steps already cancelled while the run is
   // not, or an attempt being stopped for it.
   for (size_t i = 0; i < run.live.size(); ++i) {
-    std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(run.record.steps[i].action);
-    if (run.record.steps[i].state == StepState::kCancelled ||
-        (attempt && attempt->stop && attempt->stop->event == StepEvent::kCancel))
-      run.cancelling = true;
+    const StepRecord& step = run.record.steps[i];
+    std::optional<AttemptRecord> attempt = AttemptRecord::FromJson(step.action);
+    const bool stopping = attempt && attempt->stop && attempt->stop->event == StepEvent::kCancel;
+    if (step.state != StepState::kCancelled && !stopping) continue;
+    run.cancelling = true;
+    // Who asked, as the step's record says it ("cancelled by alice (uid 1000)").
+    const std::string& reason = stopping ? attempt->stop->reason : step.reason;
+    if (reason.starts_with("cancelled by ")) run.cancelled_by = reason.substr(10);
   }
   for (size_t i : interrupted) Recover(run, i);
   if (!Find(run_id)) return;
@@ -370,22 +375,6 @@ void RunManager::Reconfigure(const RunManagerOptions& options) {
   options_.unit_dir = options.unit_dir;
   options_.allowed_roots = options.allowed_roots;
   ForgetOldRuns();
-}
-
-void RunManager::ForgetOldRuns() {
-  if (!options_.retention || Blocked()) return;
-  Result<std::vector<std::string>> forgotten =
-      store_.ForgetRunsFinishedBefore(NowMs() - options_.retention->count());
-  if (!forgotten.ok()) {
-    spdlog::error("{}", forgotten.status().message());
-    return;
-  }
-  for (const std::string& id : forgotten.value()) {
-    std::error_code ec;
-    std::filesystem::remove_all(options_.state_dir + "/logs/" + id, ec);
-    spdlog::info("{}: forgotten (finished more than {} ago)", id,
-                 FormatDuration(*options_.retention));
-  }
 }
 
 bool RunManager::CommitRunState(ActiveRun& run, RunState state, const std::string& reason,

@@ -24,8 +24,8 @@
 // action_launch.cc (every action under its supervisor, `deployd --action` built-ins too),
 // step_output.cc (fail_on, the journal, progress), attempt_recovery.cc (what became of each
 // attempt after a restart: reattached, judged or fired), operator_commands.cc (cancel, pause,
-// resume, retry, skip, approve), run_events.cc (what followers are told) and storage_retry.cc
-// (writes the store refuses).
+// resume, retry, skip, approve), run_forgetting.cc (retention, delete, prune), run_events.cc
+// (what followers are told) and storage_retry.cc (writes the store refuses).
 #ifndef DEPLOYD_ENGINE_RUN_MANAGER_H_
 #define DEPLOYD_ENGINE_RUN_MANAGER_H_
 
@@ -111,28 +111,40 @@ class RunManager {
   // (naming the holder) or, with `wait_lock`, the run is recorded pending and starts once the
   // runs before it have finished. With an idempotency `key`, the run once created under it is
   // the answer (`existing`), whatever its state, and nothing is started; the same key with
-  // another plan text or other variables is refused.
+  // another plan text or other variables is refused. `applied_by` names who asked, in the
+  // run's record and its "run.created" event.
   ApplyResult Apply(const std::string& plan_text, const std::string& plan_file,
                     const std::map<std::string, std::string>& vars, bool wait_lock = false,
-                    const std::string& key = "");
+                    const std::string& key = "", const std::string& applied_by = "");
   // The same with the plan already parsed (`parsed` is ParsePlan of the text, file and vars:
   // the control server parses on a thread of its own, so a large plan does not hold this one).
   ApplyResult Apply(ParseResult parsed, const std::string& plan_text, const std::string& plan_file,
                     const std::map<std::string, std::string>& vars, bool wait_lock = false,
-                    const std::string& key = "");
+                    const std::string& key = "", const std::string& applied_by = "");
+  // The operator's commands. `by` names who asked ("alice (uid 1000)"; "" for "operator") in
+  // the reasons and events they record, committed with the transition they ask for.
+  //
   // Stops every attempt of the run; once all their processes are gone, the run is cancelled
   // and `done` called (Ok), or at once with why it cannot be cancelled.
-  void Cancel(const std::string& run_id, std::function<void(Status)> done);
+  void Cancel(const std::string& run_id, const std::string& by, std::function<void(Status)> done);
   // Starts a failed or cancelled run again from `step_id` (default: its first unfinished step).
-  Status Retry(const std::string& run_id, const std::string& step_id);
+  Status Retry(const std::string& run_id, const std::string& step_id, const std::string& by);
   // Marks a step that is not running as skipped, and lets its run go on.
-  Status Skip(const std::string& run_id, const std::string& step_id);
+  Status Skip(const std::string& run_id, const std::string& step_id, const std::string& by);
   // Lets an approval step that is waiting go on; `by` names the operator in its record.
   Status Approve(const std::string& run_id, const std::string& step_id, const std::string& by);
   // Pause takes effect between steps: the current step finishes, no new step starts (a run
   // whose steps are all done still finishes). Resume lets the run go on.
-  Status Pause(const std::string& run_id);
-  Status Resume(const std::string& run_id);
+  Status Pause(const std::string& run_id, const std::string& by);
+  Status Resume(const std::string& run_id, const std::string& by);
+
+  // deployctl delete and prune (run_forgetting.cc): finished runs are forgotten as `retention`
+  // forgets them — record, events and logs — and their ids returned; deployd's log says who
+  // asked (`by`), the run's own record being gone. Delete refuses a run that has not finished,
+  // naming its state; Prune forgets at most `limit` of the runs that finished more than
+  // `older_than` ago, oldest first, so that one request's work stays bounded.
+  Result<std::vector<std::string>> Delete(const std::string& run_id, const std::string& by);
+  Result<std::vector<std::string>> Prune(Duration older_than, int limit, const std::string& by);
 
   // Live view of one run: called with each committed event as a follow stream's event line
   // (protocol/follow_stream.h: its seq and time as the store recorded them, with "attempt"),
@@ -192,7 +204,12 @@ class RunManager {
   // `then` is called once the run's end is recorded.
   void Finish(ActiveRun& run, RunState state, const std::string& reason,
               const std::string& evidence, std::function<void(ActiveRun&)> then = {});
+  // run_forgetting.cc: retention, and the log directories of the runs the store forgot.
   void ForgetOldRuns();
+  // "by alice (uid 1000)", or "by operator" when who asked is not known.
+  static std::string By(const std::string& who);
+  Result<std::vector<std::string>> Forgotten(Result<std::vector<std::string>> ids,
+                                             const std::string& why);
   // True when recorded now; `then` is called once it is (now, or after a wait for the store).
   bool CommitRunState(ActiveRun& run, RunState state, const std::string& reason,
                       const std::string& evidence, std::function<void(ActiveRun&)> then = {});

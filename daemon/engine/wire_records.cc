@@ -45,6 +45,7 @@ WireRun ToWire(const RunRecord& run) {
   w.reason = run.reason;
   w.vars = run.vars;
   w.key = run.key;
+  w.applied_by = run.applied_by;
   w.evidence = ParsedJson(run.evidence);
   for (const StepRecord& s : run.steps) w.steps.push_back(ToWire(s));
   return w;

@@ -98,6 +98,7 @@ json::object EncodeRun(const WireRun& run) {
   for (const auto& [k, v] : run.vars) vars[k] = v;
   o["vars"] = std::move(vars);
   if (!run.key.empty()) o["key"] = run.key;
+  if (!run.applied_by.empty()) o["applied_by"] = run.applied_by;
   if (run.evidence) o["evidence"] = *run.evidence;
   if (!run.storage_fault.empty()) o["storage_fault"] = run.storage_fault;
   if (!run.steps.empty()) {
@@ -123,6 +124,7 @@ WireRun DecodeRun(const json::object& o) {
       if (v.is_string()) run.vars[std::string(k)] = std::string(v.as_string());
   }
   run.key = f.Str("key");
+  run.applied_by = f.Str("applied_by");
   run.evidence = f.Value("evidence");
   run.storage_fault = f.Str("storage_fault");
   if (const json::value* steps = o.if_contains("steps"); steps && steps->is_array()) {

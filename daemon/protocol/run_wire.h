@@ -4,7 +4,8 @@
 // reads. Encoding is exact: `status --json` prints these objects as they came.
 //
 //   run:      {"id", "plan", "plan_file", "state", "created_at_ms", "finished_at_ms", "reason",
-//              "vars": {…}, "key"?, "evidence"?, "storage_fault"?, "steps"?: [step…]}
+//              "vars": {…}, "key"?, "applied_by"?, "evidence"?, "storage_fault"?,
+//              "steps"?: [step…]}
 //   step:     {"id", "phase", "state", "attempts", "started_at_ms", "finished_at_ms",
 //              "exit_status" (null when none), "pid"?, "action"?, "reason", "evidence"?,
 //              "progress"?}
@@ -63,6 +64,8 @@ struct WireRun {
   std::string reason;
   std::map<std::string, std::string> vars;
   std::string key;  // its idempotency key; "" = none (sent without "key")
+  // Who applied it ("alice (uid 1000)"); "" = not recorded (sent without "applied_by").
+  std::string applied_by;
   std::optional<boost::json::value> evidence;
   // While deployd cannot record what this unfinished run does (a full disk, …): one line, ""
   // otherwise. Not stored: the store is what refuses it.

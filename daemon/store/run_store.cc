@@ -57,6 +57,7 @@ Result<RunRecord> ReadRun(const std::string& path, const Use& q) {
   run.reason = q.Text(8);
   run.evidence = q.Text(9);
   run.key = q.Text(10);
+  run.applied_by = q.Text(11);
   return run;
 }
 
@@ -153,7 +154,8 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
         .Bind(9, run.finished_at_ms)
         .Bind(10, run.reason)
         .Bind(11, run.evidence)
-        .Bind(12, run.key);
+        .Bind(12, run.key)
+        .Bind(13, run.applied_by);
     if (q.Step() != SQLITE_DONE) return fail();
   }
   for (const StepRecord& step : run.steps) {
@@ -169,7 +171,8 @@ Result<std::string> RunStore::DoCreateRun(RunRecord& run) {
         .Bind(3, std::string_view())
         .Bind(4, std::string_view("run.created"))
         .Bind(5, ToString(run.state))
-        .Bind(6, "plan " + run.plan_name + " from " + run.plan_file);
+        .Bind(6, "plan " + run.plan_name + " from " + run.plan_file +
+                     (run.applied_by.empty() ? "" : ", applied by " + run.applied_by));
     if (q.Step() != SQLITE_ROW || q.Step() != SQLITE_DONE) return fail();
   }
   if (!txn.Commit()) return fail();
@@ -315,45 +318,58 @@ Result<std::vector<RunRecord>> RunStore::UnfinishedRuns() {
                             [&] { return DoListRuns(stmts_->select_unfinished.get(), 0, true); });
 }
 
-Result<std::vector<std::string>> RunStore::ForgetRunsFinishedBefore(std::int64_t cutoff_ms) {
-  return ExceptionsAsStatus(
-      path_, "cannot forget old runs", [&]() -> Result<std::vector<std::string>> {
-        last_failure_ = Failure::kRefused;
-        auto fail = [&] { return WriteError("cannot forget old runs"); };
-        if (Status s = BeforeWrite(); !s.ok()) return s;
-        WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(),
-                             stmts_->rollback.get());
-        if (!txn.begun()) return fail();
-        std::vector<std::string> ids;
-        {
-          sqlite3_stmt* raw = nullptr;
-          if (sqlite3_prepare_v2(db_,
-                                 "SELECT id FROM runs WHERE state IN ('succeeded', 'failed', "
-                                 "'cancelled') AND finished_at_ms > 0 AND finished_at_ms < ?1",
-                                 -1, &raw, nullptr) != SQLITE_OK)
-            return fail();
-          std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> select(raw, sqlite3_finalize);
-          sqlite3_bind_int64(raw, 1, cutoff_ms);
-          int rc;
-          while ((rc = sqlite3_step(raw)) == SQLITE_ROW)
-            ids.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)));
-          if (rc != SQLITE_DONE) return fail();
-        }
-        for (const char* sql :
-             {"DELETE FROM events WHERE run_id = ?1", "DELETE FROM steps WHERE run_id = ?1",
-              "DELETE FROM runs WHERE id = ?1"}) {
-          sqlite3_stmt* raw = nullptr;
-          if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) return fail();
-          std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> remove(raw, sqlite3_finalize);
-          for (const std::string& id : ids) {
-            sqlite3_bind_text(raw, 1, id.c_str(), -1, SQLITE_TRANSIENT);
-            if (sqlite3_step(raw) != SQLITE_DONE) return fail();
-            sqlite3_reset(raw);
-          }
-        }
-        if (!txn.Commit()) return fail();
-        return ids;
-      });
+Result<std::vector<std::string>> RunStore::ForgetRunsFinishedBefore(std::int64_t cutoff_ms,
+                                                                    int limit) {
+  return ForgetFinished(
+      "finished_at_ms > 0 AND finished_at_ms < ?2", [&](Use& q) { q.Bind(2, cutoff_ms); }, limit);
+}
+
+Result<std::vector<std::string>> RunStore::ForgetRun(const std::string& id) {
+  return ForgetFinished(
+      "id = ?2", [&](Use& q) { q.Bind(2, id); }, 1);
+}
+
+// Retention, `deployctl delete` and `prune` forget runs alike: the whole run at once, and only
+// a finished one (the events' trigger refuses the history of any other, schema version 3).
+Result<std::vector<std::string>> RunStore::ForgetFinished(const std::string& which,
+                                                          const std::function<void(Use&)>& bind,
+                                                          std::int64_t limit) {
+  return ExceptionsAsStatus(path_, "cannot forget runs", [&]() -> Result<std::vector<std::string>> {
+    last_failure_ = Failure::kRefused;
+    auto fail = [&] { return WriteError("cannot forget runs"); };
+    if (Status s = BeforeWrite(); !s.ok()) return s;
+    WriteTransaction txn(db_, stmts_->begin.get(), stmts_->commit.get(), stmts_->rollback.get());
+    if (!txn.begun()) return fail();
+    std::vector<std::string> ids;
+    {
+      sqlite3_stmt* raw = nullptr;
+      const std::string sql =
+          "SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'cancelled') AND " + which +
+          " ORDER BY seq LIMIT ?1";
+      if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) return fail();
+      sqlite::Statement select(raw);
+      Use q(raw);
+      q.Bind(1, limit > 0 ? limit : -1);  // SQLite reads a negative LIMIT as none
+      bind(q);
+      int rc;
+      while ((rc = q.Step()) == SQLITE_ROW) ids.push_back(q.Text(0));
+      if (rc != SQLITE_DONE) return fail();
+    }
+    for (const char* sql :
+         {"DELETE FROM events WHERE run_id = ?1", "DELETE FROM steps WHERE run_id = ?1",
+          "DELETE FROM runs WHERE id = ?1"}) {
+      sqlite3_stmt* raw = nullptr;
+      if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) return fail();
+      sqlite::Statement remove(raw);
+      for (const std::string& id : ids) {
+        Use q(raw);
+        q.Bind(1, id);
+        if (q.Step() != SQLITE_DONE) return fail();
+      }
+    }
+    if (!txn.Commit()) return fail();
+    return ids;
+  });
 }
 
 Result<std::vector<EventRecord>> RunStore::Events(const std::string& run_id) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,10 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace deployd {
+
+namespace sqlite {
+class Use;
+}
 
 struct StepRecord {
   int index = 0;  // position in the run: main steps first, then on_failure steps
@@ -65,6 +70,24 @@ struct RunRecord {
   std::vector<StepRecord> steps;  // ordered by index; empty when loaded without steps
   // The idempotency key it was created under ("" = none); no two runs share one.
   std::string key;
+  // Who applied it, as the control socket's peer: "alice (uid 1000)"; "" when not known (a run
+  // of a deployd before schema version 7).
+  std::string applied_by;
+};
+
+// Which runs `deployctl runs` asks for, newest first (run_store_pages.cc).
+struct RunFilter {
+  std::optional<std::string> plan;  // of this plan name only
+  std::optional<RunState> state;    // in this state only
+  std::int64_t since_ms = 0;        // created at or after this time; 0: whenever
+  std::int64_t before_seq = 0;      // numbered below this (the next page's cursor); 0: any
+  int limit = 1;                    // at most this many (REQUIRES: 1 or more)
+};
+
+// A page of them, and where the next page starts.
+struct RunPage {
+  std::vector<RunRecord> runs;
+  std::int64_t next_before_seq = 0;  // more match, numbered below this; 0: none
 };
 
 struct EventRecord {
@@ -109,7 +132,7 @@ class RunStore {
   // exist, or when the storage does not take the write (last_failure() says which).
   Result<EventRecord> Commit(const Transition& t);
 
-  // Why the last write (CreateRun, Commit, ForgetRunsFinishedBefore) that failed did:
+  // Why the last write (CreateRun, Commit, ForgetRun…) that failed did:
   //   kStorage:   the disk is full, an I/O error, a read-only file system: the same write may
   //               well succeed later, and nothing was changed;
   //   kFilesLost: the database file or its write-ahead log was deleted or replaced under this
@@ -134,13 +157,21 @@ class RunStore {
   Result<std::optional<RunRecord>> LoadRunByKey(const std::string& key, bool with_steps = true);
   // Newest first. `limit` 0 = all.
   Result<std::vector<RunRecord>> ListRuns(bool with_steps, int limit = 0);
+  // The runs `filter` selects, newest first, a page of at most filter.limit: read by the
+  // index of the run numbers (or of the plan, state or creation time it filters by), so that
+  // a page costs what it holds, not the whole table.
+  Result<RunPage> FindRuns(const RunFilter& filter, bool with_steps);
   // Runs whose state is not terminal, oldest first, with their steps.
   Result<std::vector<RunRecord>> UnfinishedRuns();
   // Ordered by seq; empty when there is no such run (every run has at least "run.created").
   Result<std::vector<EventRecord>> Events(const std::string& run_id);
   // Deletes the runs that finished before `cutoff_ms` — their steps and events too — in one
-  // transaction, and returns their ids. Runs that have not finished are never touched.
-  Result<std::vector<std::string>> ForgetRunsFinishedBefore(std::int64_t cutoff_ms);
+  // transaction, oldest first and at most `limit` of them (0: all), and returns their ids.
+  // Runs that have not finished are never touched.
+  Result<std::vector<std::string>> ForgetRunsFinishedBefore(std::int64_t cutoff_ms, int limit = 0);
+  // The same for run `id`: its id when it was deleted, nothing when there is no such run or it
+  // has not finished (LoadRun tells which).
+  Result<std::vector<std::string>> ForgetRun(const std::string& id);
 
   // The runs of plan `plan`, newest first, with their steps; `limit` 0 = all
   // (run_store_history.cc, like the next one).
@@ -162,7 +193,7 @@ class RunStore {
   // connection, e.g. "synchronous" -> "2". Per-connection settings cannot be read from another.
   Result<std::string> ReadPragma(std::string_view name);
 
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
  private:
   struct Statements;  // the prepared statements, cached for the connection's life
@@ -190,6 +221,11 @@ class RunStore {
   std::string SaveWhatIsLeft(bool database_gone);
   Result<std::vector<RunRecord>> DoListRuns(sqlite3_stmt* query, std::int64_t limit,
                                             bool with_steps);
+  // Deletes, in one transaction, the finished runs that `which` selects (SQL after "WHERE …
+  // AND", its parameters from ?2 on: ?1 is the limit) with `bind`.
+  Result<std::vector<std::string>> ForgetFinished(const std::string& which,
+                                                  const std::function<void(sqlite::Use&)>& bind,
+                                                  std::int64_t limit);
 
   std::string path_;
   sqlite3* db_;

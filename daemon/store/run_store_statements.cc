@@ -21,11 +21,12 @@ Result<std::unique_ptr<RunStore::Statements>> RunStore::Statements::Prepare(sqli
       {&s->begin, "BEGIN IMMEDIATE"},
       {&s->commit, "COMMIT"},
       {&s->rollback, "ROLLBACK"},
-      {&s->next_run_seq, "SELECT COALESCE(MAX(seq), 0) + 1 FROM runs"},
+      // run_numbers holds the highest number given, also that of a run forgotten since.
+      {&s->next_run_seq, "SELECT last + 1 FROM run_numbers"},
       {&s->insert_run,
        "INSERT INTO runs (id, seq, plan_name, plan_file, plan_text, vars, state, created_at_ms, "
-       "finished_at_ms, reason, evidence, idem_key) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"},
+       "finished_at_ms, reason, evidence, idem_key, applied_by) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"},
       {&s->insert_step,
        "INSERT INTO steps (run_id, idx, id, phase, state, attempts, started_at_ms, "
        "finished_at_ms, exit_status, pid, reason, evidence, action, due_at_ms) "

@@ -27,7 +27,7 @@ struct RunStore::Statements {
 // The columns every select_run* statement returns, in order (run_store.cc reads them).
 inline constexpr const char* kRunColumns =
     "id, plan_name, plan_file, plan_text, vars, state, created_at_ms, finished_at_ms, reason, "
-    "evidence, idem_key";
+    "evidence, idem_key, applied_by";
 
 }  // namespace deployd
 

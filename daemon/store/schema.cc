@@ -14,7 +14,7 @@ using sqlite::Exec;
 // The schema, one script per version: kMigrations[i] takes a database from user_version i to
 // i + 1. Scripts are only ever appended; a released one is never edited, because databases in
 // the field were built by it.
-constexpr std::array<const char*, 6> kMigrations = {
+constexpr std::array<const char*, 7> kMigrations = {
     // Version 1. STRICT tables so that a value of the wrong type is refused on write rather
     // than stored and misread later. Times are milliseconds since the epoch; 0 means "not yet".
     R"sql(
@@ -200,6 +200,21 @@ INSERT INTO plan_totals
 INSERT INTO step_durations
   SELECT plan_name, step_id, state, le_ms, COUNT(*), SUM(duration_ms) FROM step_counts
   WHERE timed GROUP BY plan_name, step_id, state, le_ms;
+)sql",
+    // Version 7: who applied a run ("alice (uid 1000)"; '' for the runs of earlier versions);
+    // the indexes `deployctl runs` pages by, newest first, whichever filters it is given; and
+    // the highest run number given, so that a run forgotten (retention, delete, prune) never
+    // has its id given to another.
+    R"sql(
+ALTER TABLE runs ADD COLUMN applied_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_by_plan_seq ON runs (plan_name, seq);
+CREATE INDEX runs_by_state_seq ON runs (state, seq);
+CREATE INDEX runs_by_created ON runs (created_at_ms);
+
+CREATE TABLE run_numbers (last INTEGER NOT NULL) STRICT;
+INSERT INTO run_numbers SELECT COALESCE(MAX(seq), 0) FROM runs;
+CREATE TRIGGER runs_numbered AFTER INSERT ON runs
+BEGIN UPDATE run_numbers SET last = MAX(last, NEW.seq); END;
 )sql",
 };
 static_assert(kMigrations.size() == RunStore::kSchemaVersion,

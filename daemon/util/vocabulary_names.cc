@@ -77,6 +77,12 @@ std::string_view ToString(StepState state) { return NameOf(kStepNames, state); }
 std::optional<RunState> ParseRunState(std::string_view name) { return ValueOf(kRunNames, name); }
 std::optional<StepState> ParseStepState(std::string_view name) { return ValueOf(kStepNames, name); }
 
+std::vector<std::string> RunStateNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : kRunNames) names.emplace_back(entry.second);
+  return names;
+}
+
 std::string_view ToString(CheckKind kind) { return NameOf(kCheckNames, kind); }
 std::string_view ToString(ActionKind kind) { return NameOf(kActionNames, kind); }
 std::optional<CheckKind> ParseCheckKind(std::string_view name) {

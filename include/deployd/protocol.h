@@ -5,8 +5,20 @@
 //   {"v": 1, "op": "apply", …, "key": "rollout-7f3a/gpu1"}   → {"ok": true, "run", "existing"}:
 //       with an idempotency key, the run once created under it is the answer ("existing":
 //       true) and nothing is started; the same key with another plan text or vars is refused
-//   {"v": 1, "op": "runs"}                 {"v": 1, "op": "status", "run": "demo-3"}
+//   {"v": 1, "op": "runs"}   → {"ok": true, "runs": [RUN…], "next"?: {"before_seq": 41}}
+//   {"v": 1, "op": "runs", "plan": "demo", "state": "failed", "since_ms": 1764519000000,
+//    "limit": 20, "before_seq": 41}   (each optional: the runs of that plan, in that state,
+//       created since then, numbered below 41, newest first; at most "limit" and 1000 an
+//       answer, with "next" when more match: its members, sent with the same filters, ask for
+//       the next page)
+//   {"v": 1, "op": "status", "run": "demo-3"}
 //   {"v": 1, "op": "status", "key": "rollout-7f3a/gpu1"}     (the run of that key)
+//   {"v": 1, "op": "show", "run": "demo-3", "plan_text": true}   → {"ok": true, "run": RUN
+//       without its steps, "plan_text"?: the plan exactly as applied (with "plan_text": true)}
+//   {"v": 1, "op": "delete", "run": "demo-3"}   → {"ok": true, "deleted": ["demo-3"]}
+//   {"v": 1, "op": "prune", "older_than_ms": 604800000}   → {"ok": true, "deleted": [RUN…],
+//       "more": false}: the runs that finished longer ago than that, at most 1000 an answer
+//       ("more": ask again); delete and prune forget finished runs only, as retention does
 //   {"v": 1, "op": "logs", "run": "demo-3", "step": "fetch"}   (step optional; with
 //       "timestamps": true each entry's "times": [[AT, MS]…] say when its lines were written,
 //       and every entry has "attempts": [{"at", "attempt", "of", "started_at_ms"}…])
@@ -26,6 +38,11 @@
 //   {"v": 1, "op": "plan", "plan_text": "...", "plan_file": "demo.yaml", "vars": {…}}
 //       → {"ok": true, "plan": {…}} (plan_preview.h): a dry run; nothing is recorded
 //   {"v": 1, "op": "ping"}
+//
+// Every run a request names or lists is the run as `status` answers it (protocol/run_wire.h),
+// whose "applied_by" ("alice (uid 1000)") says who applied it. The operator's commands record
+// who asked in the reasons and events they commit ("cancelled by alice (uid 1000)"), and so
+// does the "run.created" event ("plan demo from demo.yaml, applied by alice (uid 1000)").
 //
 // Each answer is one line: {"ok": true, …} or {"ok": false, "error": "one line for humans"}
 // (an invalid plan adds "diagnostics": ["FILE:LINE:COL: error: …", …]). `follow` answers with a

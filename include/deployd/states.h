@@ -4,7 +4,9 @@
 #define DEPLOYD_STATES_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace deployd {
 
@@ -25,6 +27,9 @@ std::string_view ToString(RunState state);
 std::string_view ToString(StepState state);
 std::optional<RunState> ParseRunState(std::string_view name);
 std::optional<StepState> ParseStepState(std::string_view name);
+// Every run state's name, in the order a run may go through them, for the messages that list
+// them: {"pending", "running", …, "cancelled"}.
+std::vector<std::string> RunStateNames();
 
 inline bool IsTerminal(RunState s) {
   return s == RunState::kSucceeded || s == RunState::kFailed || s == RunState::kCancelled;

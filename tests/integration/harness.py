@@ -68,6 +68,17 @@ def unique_marker(prefix="e2e-mark"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:12])
 
 
+def who():
+    """How deployd names the user running the tests, the peer of its socket, in the records of
+    what they asked: "alice (uid 1000)" ("uid 1000" for a uid without a name)."""
+    import pwd
+    uid = os.getuid()
+    try:
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except KeyError:
+        return "uid %d" % uid
+
+
 # ---- processes
 
 def _proc_read(pid, name):

@@ -40,6 +40,9 @@ class CommandLineTest(DaemonTestCase):
         cases = [
             (("stauts", "x-1"), "unknown command 'stauts' (did you mean 'status'?)"),
             (("re",), "unknown command 're' (did you mean 'retry' or 'resume'?)"),
+            (("shwo", "x-1"), "unknown command 'shwo' (did you mean 'show'?)"),
+            (("delte", "x-1"), "unknown command 'delte' (did you mean 'delete'?)"),
+            (("prnue",), "unknown command 'prnue' (did you mean 'prune'?)"),
             (("--socket", "/x.sock", "aply", "p.yaml"),
              "unknown command 'aply' (did you mean 'apply'?)"),
             (("frobnicate",),

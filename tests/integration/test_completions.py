@@ -18,9 +18,10 @@ import unittest
 from harness import DEPLOYCTL_BIN, SOURCE_DIR, DaemonTestCase
 
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
-VERBS = ["validate", "apply", "plan", "runs", "status", "watch", "logs", "why", "cancel",
-         "retry", "skip", "pause", "resume", "approve", "dial-stdio", "rollout", "rollout-batch",
-         "history", "metrics", "version"]
+VERBS = ["validate", "apply", "plan", "runs", "status", "show", "watch", "logs", "why", "cancel",
+         "retry", "skip", "pause", "resume", "approve", "delete", "prune", "dial-stdio", "rollout",
+         "rollout-batch", "history", "metrics", "version"]
+RUNS_FLAGS = ["--plan", "--state", "--since", "--limit", "--before", "--all", "--json", "--help"]
 
 PLAN = """\
 version: 1
@@ -204,8 +205,11 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl retry --", ["--wait", "--json", "--help"])
         self.assert_completes("deployctl version --", ["--json", "--help"])
         # Global options may come after the command: the socket there is the one asked.
-        self.assert_completes("deployctl runs --socket %s --" % self.d.socket,
-                              ["--json", "--help"])
+        self.assert_completes("deployctl runs --socket %s --" % self.d.socket, RUNS_FLAGS)
+        self.assert_completes("deployctl show --", ["--plan", "--json", "--help"])
+        self.assert_completes("deployctl delete --", ["--json", "--help"])
+        self.assert_completes("deployctl prune --", ["--older-than", "--json", "--help"])
+        self.assert_completes("deployctl runs --state f", ["failed"])
         self.assert_completes("deployctl history --", ["--limit", "--json", "--help"])
         self.assert_completes("deployctl metrics --", ["--json", "--help"])
 
@@ -228,6 +232,11 @@ class CompletionTest(DaemonTestCase):
         self.assert_completes("deployctl logs %s " % first, ["first-step", "second_step"])
         self.assert_completes("deployctl retry --wait %s s" % second, ["second_step"])
         self.assert_completes("deployctl approve %s f" % first, ["first-step"])
+        self.assert_completes("deployctl show ", [first, second])
+        self.assert_completes("deployctl delete --json ", [first, second])
+        # runs --plan takes a plan's name; show --plan is a flag, RUN comes after it.
+        self.assert_completes("deployctl runs --plan ", ["comp"])
+        self.assert_completes("deployctl show --plan ", [first, second])
         # The socket named on the command line is the one asked, before the command or after.
         self.assert_completes("deployctl --socket %s status " % self.d.socket, [first, second])
         for line in ("deployctl --socket %s status " % self.d.socket,

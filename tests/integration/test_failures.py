@@ -10,7 +10,7 @@ import time
 import unittest
 
 import harness
-from harness import DaemonTestCase, free_port, pids_with_marker, unique_marker, wait_no_marker, wait_until
+from harness import DaemonTestCase, free_port, pids_with_marker, unique_marker, wait_no_marker, wait_until, who
 
 STANDINS = os.path.join(harness.SOURCE_DIR, "tests", "standins")
 
@@ -338,11 +338,11 @@ on_failure:
 
         status = self.d.wait_run(run)
         self.assertEqual(status["state"], "cancelled")
-        self.assertEqual(status["reason"], "cancelled by operator")
+        self.assertEqual(status["reason"], "cancelled by " + who())
         steps = {s["id"]: s for s in status["steps"]}
         self.assertEqual(steps["quick"]["state"], "succeeded")
         self.assertEqual(steps["long"]["state"], "cancelled")
-        self.assertEqual(steps["long"]["reason"], "cancelled by operator")
+        self.assertEqual(steps["long"]["reason"], "cancelled by " + who())
         self.assertEqual(steps["after"]["state"], "cancelled")
         self.assertEqual(steps["report"]["state"], "cancelled")
         wait_no_marker(marker)

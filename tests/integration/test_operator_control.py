@@ -5,7 +5,7 @@ import os
 import pwd
 import unittest
 
-from harness import DaemonTestCase
+from harness import DaemonTestCase, who
 
 
 def run_states(events):
@@ -147,7 +147,7 @@ steps:
                                     "until `deployctl resume %s`\n" % (run, run))
         status = self.d.status_json(run)
         self.assertEqual(status["state"], "paused")
-        self.assertEqual(status["reason"], "paused by operator; step first finishes first")
+        self.assertEqual(status["reason"], "paused by %s; step first finishes first" % who())
         self.assertEqual(self.d.step(run, "first", status)["state"], "running")
         cp = self.d.ctl("pause", run, check=2)
         self.assertEqual(cp.stderr, "deployctl: error: run %s is already paused\n" % run)
@@ -173,7 +173,7 @@ steps:
         events = self.assert_events_consistent(run, status)
         self.assertEqual(run_states(events), ["running", "paused", "running", "succeeded"])
         self.assertEqual([e["detail"] for e in events if e["kind"] == "run.state"][2],
-                         "resumed by operator")
+                         "resumed by " + who())
 
         for verb, message in (
                 ("pause", "run %s has already finished (succeeded); only a running run can be "

@@ -15,7 +15,7 @@ import termios
 import time
 import unittest
 
-from harness import DEPLOYCTL_BIN, DaemonTestCase
+from harness import DEPLOYCTL_BIN, DaemonTestCase, who
 
 TIME = re.compile(r"\d+(\.\d+s|m\d\ds|h\d\dm)")
 
@@ -73,7 +73,7 @@ steps:
         self.assertNotIn("\x1b", text)
         self.assertEqual(plain_out(times_out(text)), """\
 following run {run}
-[T] run                      created    plan watched from {plan}
+[T] run                      created    plan watched from {plan}, applied by {who}
 [T] run                      running    
 [T] first                    running    attempt 1
 [T] first                    succeeded  
@@ -81,7 +81,7 @@ following run {run}
 [T] second                   succeeded  
 [T] run                      succeeded  
 run {run} succeeded after T
-""".format(run=run, plan=plan.path))
+""".format(run=run, plan=plan.path, who=who()))
 
         # A finished run: its history, then the outcome.
         cp = self.d.ctl("watch", run, check=0)

@@ -7,7 +7,7 @@ import os
 import re
 import unittest
 
-from harness import DaemonTestCase
+from harness import DaemonTestCase, who
 
 TIME = re.compile(r"\d+(\.\d+s|m\d\ds|h\d\dm)")
 
@@ -50,7 +50,7 @@ failing step: serve, attempt 1
     CUDA error: out of memory
 
 timeline:
-  +T  run                      created    plan failing from {plan}
+  +T  run                      created    plan failing from {plan}, applied by {who}
   +T  run                      running
   +T  setup                    running    attempt 1
   +T  setup                    succeeded
@@ -59,7 +59,7 @@ timeline:
   +T  report                   running    attempt 1
   +T  report                   succeeded
   +T  run                      failed     step serve failed: exit status 3
-""".format(run=run, log=log, plan=plan.path))
+""".format(run=run, log=log, plan=plan.path, who=who()))
 
         why = json.loads(self.d.ctl("why", run, "--json", check=1).stdout)
         self.assertEqual(why["state"], "failed")
@@ -140,10 +140,10 @@ failing preflight check (no step was started):
   exists:     false
 
 timeline:
-  +T  run                      created    plan pf from {plan}
+  +T  run                      created    plan pf from {plan}, applied by {who}
   +T  run                      running
   +T  run                      failed     preflight failed: file {missing}: does not exist
-""".format(run=run, missing=missing, plan=plan.path))
+""".format(run=run, missing=missing, plan=plan.path, who=who()))
         why = json.loads(self.d.ctl("why", run, "--json", check=1).stdout)
         self.assertIsNone(why["failing_step"])
         self.assertEqual(why["preflight"]["target"], missing)
