@@ -156,6 +156,23 @@ TEST_CASE("problems in an INI inventory, with FILE:LINE", "[inventory]") {
         std::vector<std::string>{"h.ini: error: no hosts in the inventory"});
 }
 
+TEST_CASE("an inventory names at most 10000 hosts, ranges expanded", "[inventory]") {
+  const std::string range = " (expected e.g. gpu[01:20] or db-[a:c])";
+  CHECK(Errors("gpu[0:10000]\n", "h.ini") ==
+        std::vector<std::string>{"h.ini:1: error: invalid range in 'gpu[0:10000]': it names "
+                                 "more than 10000 hosts" + range});
+  // Ranges multiply: 100 × 101.
+  CHECK(Errors("n[1:100]-[0:100]\n", "h.ini") ==
+        std::vector<std::string>{"h.ini:1: error: invalid range in 'n[1:100]-[0:100]': it names "
+                                 "more than 10000 hosts" + range});
+  // Lines that add up: the one past the limit is named, once.
+  CHECK(Errors("a[1:5000]\nb[1:5000]\nc1\nc2\n", "h.ini") ==
+        std::vector<std::string>{"h.ini:3: error: more than 10000 hosts"});
+  InventoryResult whole = ParseInventory("gpu[1:10000]\n", "h.ini");
+  REQUIRE(whole.inventory);
+  CHECK(whole.inventory->hosts.size() == 10000);
+}
+
 TEST_CASE("problems in a YAML inventory, with FILE:LINE:COL", "[inventory]") {
   CHECK(Errors("all:\n  hosts: [gpu1]\n", "h.yml") ==
         std::vector<std::string>{"h.yml:2:10: error: 'hosts' of group 'all' must be a map of "

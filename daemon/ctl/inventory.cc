@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <functional>
 
 #include "ctl/inventory_builder.h"
@@ -69,6 +70,11 @@ void InventoryBuilder::Child(const std::string& parent, const std::string& child
 
 void InventoryBuilder::Host(const std::string& group, const std::string& host, int line,
                             InventoryVars vars) {
+  if (!hosts_.count(host) && hosts_.size() >= kMaxInventoryHosts) {
+    if (!too_many_) Error(line, 0, "more than " + std::to_string(kMaxInventoryHosts) + " hosts");
+    too_many_ = true;
+    return;
+  }
   auto [it, fresh] = hosts_.try_emplace(host);
   if (fresh) {
     it->second.line = line;
@@ -181,14 +187,17 @@ Result<std::vector<std::string>> ExpandHostRange(std::string_view name) {
     if (ec != std::errc() || p != s.data() + s.size() || step < 1) return bad("a bad step");
   }
   std::vector<std::string> items;
-  constexpr int kMaxHosts = 100000;
+  const std::string too_many =
+      "it names more than " + std::to_string(kMaxInventoryHosts) + " hosts";
   auto number = [](std::string_view s, int& out) {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return !s.empty() && ec == std::errc() && p == s.data() + s.size();
   };
   int lo = 0, hi = 0;
   if (number(first, lo) && number(last, hi)) {
-    if (lo > hi || (hi - lo) / step > kMaxHosts) return bad("the first bound is above the last");
+    if (lo > hi) return bad("the first bound is above the last");
+    if (static_cast<size_t>((static_cast<std::int64_t>(hi) - lo) / step) >= kMaxInventoryHosts)
+      return bad(too_many);
     for (int i = lo; i <= hi; i += step) {
       std::string digits = std::to_string(i);
       if (digits.size() < first.size()) digits.insert(0, first.size() - digits.size(), '0');
@@ -202,6 +211,7 @@ Result<std::vector<std::string>> ExpandHostRange(std::string_view name) {
   }
   Result<std::vector<std::string>> tails = ExpandHostRange(name.substr(close + 1));
   if (!tails.ok()) return tails.status();
+  if (items.size() * tails->size() > kMaxInventoryHosts) return bad(too_many);
   std::vector<std::string> names;
   for (const std::string& item : items)
     for (const std::string& tail : tails.value())

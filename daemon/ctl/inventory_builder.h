@@ -55,11 +55,16 @@ class InventoryBuilder {
   std::map<std::string, GroupData> groups_;
   std::vector<std::string> host_order_;
   std::map<std::string, HostData> hosts_;
+  bool too_many_ = false;  // kMaxInventoryHosts reached: said once
 };
+
+// An inventory names at most this many hosts, ranges expanded: a fleet, not what a typo in a
+// range (`gpu[1:100][1:100]`) makes of a file. Beyond it the inventory is refused.
+inline constexpr size_t kMaxInventoryHosts = 10000;
 
 // Ansible's ranges in a host name: "gpu[01:03]" is gpu01, gpu02, gpu03 (the width of the first
 // bound is kept), "db-[a:c]" is db-a, db-b, db-c, "n[0:10:5]" steps by 5. Several ranges
-// multiply. A name without '[' is itself.
+// multiply, up to kMaxInventoryHosts names. A name without '[' is itself.
 Result<std::vector<std::string>> ExpandHostRange(std::string_view name);
 
 }  // namespace deployd::ctl
