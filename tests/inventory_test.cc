@@ -160,11 +160,13 @@ TEST_CASE("an inventory names at most 10000 hosts, ranges expanded", "[inventory
   const std::string range = " (expected e.g. gpu[01:20] or db-[a:c])";
   CHECK(Errors("gpu[0:10000]\n", "h.ini") ==
         std::vector<std::string>{"h.ini:1: error: invalid range in 'gpu[0:10000]': it names "
-                                 "more than 10000 hosts" + range});
+                                 "more than 10000 hosts" +
+                                 range});
   // Ranges multiply: 100 × 101.
   CHECK(Errors("n[1:100]-[0:100]\n", "h.ini") ==
         std::vector<std::string>{"h.ini:1: error: invalid range in 'n[1:100]-[0:100]': it names "
-                                 "more than 10000 hosts" + range});
+                                 "more than 10000 hosts" +
+                                 range});
   // Lines that add up: the one past the limit is named, once.
   CHECK(Errors("a[1:5000]\nb[1:5000]\nc1\nc2\n", "h.ini") ==
         std::vector<std::string>{"h.ini:3: error: more than 10000 hosts"});
