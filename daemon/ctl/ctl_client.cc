@@ -1,6 +1,7 @@
 #include "ctl/ctl_client.h"
 
 #include <poll.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
-#include <thread>
 
 #include "deployd/protocol.h"
 
@@ -222,6 +222,21 @@ std::string When(std::int64_t ms, std::int64_t now_ms) {
   return Clock(ms) + " (" + Ago(ms, now_ms) + ")";
 }
 
+void Client::AwaitReturn(std::chrono::milliseconds wait) const {
+  int watch = -1;
+  if (size_t slash = path_.rfind('/'); !path_.starts_with("ssh://") && slash != std::string::npos) {
+    watch = ::inotify_init1(IN_CLOEXEC);
+    if (watch >= 0 && ::inotify_add_watch(watch, path_.substr(0, slash + 1).c_str(),
+                                          IN_CREATE | IN_MOVED_TO | IN_ATTRIB) < 0) {
+      ::close(watch);
+      watch = -1;
+    }
+  }
+  pollfd p{watch, POLLIN, 0};  // fd -1: poll ignores it, and waits out `wait`
+  (void)::poll(&p, 1, static_cast<int>(wait.count()));
+  if (watch >= 0) ::close(watch);
+}
+
 int WithReconnect(Client& client, const std::function<int(bool again)>& attempt) {
   for (bool again = false;; again = true) {
     try {
@@ -233,7 +248,7 @@ int WithReconnect(Client& client, const std::function<int(bool again)>& attempt)
       std::cerr << "deployctl: lost deployd at " << client.where() << " (" << e.why
                 << "); connecting again in " << wait.count() << "s" << std::endl;
       for (;;) {
-        std::this_thread::sleep_for(wait);
+        client.AwaitReturn(wait);
         try {
           client.Reconnect();
           break;

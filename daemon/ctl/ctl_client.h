@@ -75,6 +75,10 @@ class Client {
   int fd() const { return fd_; }
   // Where deployd was reached: the socket's path, or the ssh address of --host.
   const std::string& where() const { return path_; }
+  // Waits before trying to reach deployd again: at most `wait`, and on this host only until
+  // the socket's directory changes (a deployd that comes back binds its socket anew), so a
+  // restart is noticed at once. For --host nothing can be watched: `wait` is waited out.
+  void AwaitReturn(std::chrono::milliseconds wait) const;
 
  private:
   void Connect();
@@ -97,7 +101,8 @@ inline constexpr std::chrono::minutes kReconnectFor{5};
 inline constexpr std::chrono::seconds kMostBetweenTries{8};
 
 // Runs `attempt` on `client`. When deployd goes away on the way, says so on stderr, connects
-// again after 1 s, 2 s, 4 s … (at most kMostBetweenTries apart; each try said on stderr) and,
+// again after 1 s, 2 s, 4 s … (at most kMostBetweenTries apart, sooner when the socket appears:
+// AwaitReturn; each try said on stderr) and,
 // once it answers, runs `attempt` again with `again` true: a stream then asks to go on where
 // it stopped. Gives up (exit 3) once deployd has been away for kReconnectFor.
 int WithReconnect(Client& client, const std::function<int(bool again)>& attempt);
